@@ -53,7 +53,7 @@ class GuardRefused(RetrievalError, PermissionError):
 
 
 class Disabled(RetrievalError):
-    """A feature that is off: earlier tasks for a project, embeddings. The message says how to turn it on."""
+    """A feature that is off (earlier tasks, embeddings); the message says how to turn it on."""
 
 
 class StoreError(RetrievalError, OSError):
@@ -61,7 +61,7 @@ class StoreError(RetrievalError, OSError):
 
 
 class FormatError(StoreError):
-    """A stored file is truncated, corrupt, foreign or of another version: rebuild it from its source."""
+    """A stored file is truncated, corrupt, foreign or of another version: rebuild it."""
 
 
 class ActorDead(RetrievalError, RuntimeError):
