@@ -1,0 +1,381 @@
+"""BM25 over compact postings, and several indexes ranked as one collection (§6, §9).
+
+A :class:`Segment` is an immutable inverted index: a vocabulary, and per word the documents that
+hold it with the word's weighted frequency there, all in numpy arrays (no Python object per
+posting: a tree of 128 MiB of text holds tens of millions of postings). Field weights are applied
+before a document enters a segment: a document's frequency of a word is its weighted count over
+its fields, and its length is the sum of those, so BM25 here is BM25F with one saturation.
+
+:func:`search_all` ranks documents of several segments as if they were one: the number of documents,
+their average length and each word's document frequency are summed over all the segments, counting
+only the documents each part marks live. Lengths and frequencies are integers and their sums are
+exact, so a split collection scores every document exactly as one index holding them all would.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from errors import FormatError
+
+__all__ = [
+    "K1",
+    "B",
+    "Hit",
+    "Part",
+    "Segment",
+    "SegmentBuilder",
+    "idf",
+    "merge_segments",
+    "search_all",
+]
+
+K1 = 1.2
+B = 0.75
+# A weighted frequency or a length is a quantity of the text, not a size (amendment 2026-10-16):
+# it is read as a number up to 2**31-1, the width the postings store.
+MAX_QUANTITY = 2**31 - 1
+
+U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+
+
+def idf(n_docs: int, df: int) -> float:
+    """BM25's inverse document frequency, in the form that never goes negative (Lucene's)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+class Segment:
+    """An immutable BM25 inverted index over documents numbered 0 to n_docs-1 in the order added.
+
+    ``offsets[w]:offsets[w+1]`` slices ``docs`` (ascending) and ``tfs`` for the word with id ``w``;
+    ``lengths[d]`` is document d's weighted length.
+    """
+
+    __slots__ = ("_ids", "docs", "lengths", "offsets", "tfs", "total_length", "words")
+
+    def __init__(
+        self,
+        words: Sequence[str],
+        offsets: I64,
+        docs: U32,
+        tfs: U32,
+        lengths: U32,
+    ) -> None:
+        self.words: tuple[str, ...] = tuple(words)
+        self._ids: dict[str, int] = {w: i for i, w in enumerate(self.words)}
+        self.offsets = offsets
+        self.docs = docs
+        self.tfs = tfs
+        self.lengths = lengths
+        self.total_length = int(lengths.sum(dtype=np.int64))
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.lengths.shape[0])
+
+    @property
+    def n_postings(self) -> int:
+        return int(self.docs.shape[0])
+
+    def word_id(self, word: str) -> int | None:
+        return self._ids.get(word)
+
+    def postings(self, word: str) -> tuple[U32, U32]:
+        """The documents holding word (ascending) and its weighted frequency in each."""
+        w = self._ids.get(word)
+        if w is None:
+            empty = np.zeros(0, dtype=np.uint32)
+            return empty, empty
+        a, b = int(self.offsets[w]), int(self.offsets[w + 1])
+        return self.docs[a:b], self.tfs[a:b]
+
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (the vocabulary's strings not counted)."""
+        return int(self.offsets.nbytes + self.docs.nbytes + self.tfs.nbytes + self.lengths.nbytes)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Segment docs={self.n_docs} words={len(self.words)} postings={self.n_postings}>"
+        )
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def empty(cls) -> Segment:
+        z = np.zeros(0, dtype=np.uint32)
+        return cls((), np.zeros(1, dtype=np.int64), z, z, z)
+
+    @classmethod
+    def from_pairs(
+        cls,
+        words: Sequence[str],
+        n_docs: int,
+        pair_doc: npt.NDArray[np.integer[Any]],
+        pair_word: npt.NDArray[np.integer[Any]],
+        pair_tf: npt.NDArray[np.integer[Any]],
+    ) -> Segment:
+        """Build from (doc, word id, weighted frequency) triples; repeated (doc, word) pairs add up.
+
+        Word ids index ``words``; a word with no posting is dropped from the vocabulary.
+        """
+        n_words = len(words)
+        doc = np.asarray(pair_doc, dtype=np.int64)
+        wid = np.asarray(pair_word, dtype=np.int64)
+        tf = np.asarray(pair_tf, dtype=np.int64)
+        if doc.size:
+            key = wid * max(n_docs, 1) + doc
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            tf = tf[order]
+            starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+            tf = np.add.reduceat(tf, starts)
+            key = key[starts]
+            wid = key // max(n_docs, 1)
+            doc = key - wid * max(n_docs, 1)
+        np.minimum(tf, MAX_QUANTITY, out=tf)
+        counts = np.bincount(wid, minlength=n_words)
+        used = np.flatnonzero(counts)
+        if used.size != n_words:
+            # Renumber the words that have postings, keeping their relative order.
+            remap = np.full(n_words, -1, dtype=np.int64)
+            remap[used] = np.arange(used.size)
+            wid = remap[wid]
+            counts = counts[used]
+            words = [words[int(i)] for i in used]
+        offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        summed = np.bincount(doc, weights=tf, minlength=n_docs)
+        lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
+        return cls(words, offsets, doc.astype(np.uint32), tf.astype(np.uint32), lengths)
+
+    # -- serialisation (the caller frames and stores the object) -----------------------------
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "words": "\0".join(self.words).encode("utf-8"),
+            "n_words": len(self.words),
+            "offsets": self.offsets.astype("<i8").tobytes(),
+            "docs": self.docs.astype("<u4").tobytes(),
+            "tfs": self.tfs.astype("<u4").tobytes(),
+            "lengths": self.lengths.astype("<u4").tobytes(),
+        }
+
+    @classmethod
+    def from_obj(cls, obj: object) -> Segment:
+        """Decode what :meth:`to_obj` made, checking every length and index (FormatError)."""
+        if not isinstance(obj, Mapping):
+            raise FormatError("segment is not a map: rebuild")
+        try:
+            blob = obj["words"]
+            n_words = obj["n_words"]
+            raw = [obj[k] for k in ("offsets", "docs", "tfs", "lengths")]
+        except KeyError as e:
+            raise FormatError(f"segment lacks {e.args[0]!r}: rebuild") from None
+        if not isinstance(blob, bytes) or not isinstance(n_words, int):
+            raise FormatError("segment vocabulary has the wrong type: rebuild")
+        if not all(isinstance(r, bytes) for r in raw):
+            raise FormatError("segment arrays have the wrong type: rebuild")
+        off_b, docs_b, tfs_b, len_b = raw
+        if len(off_b) % 8 or len(docs_b) % 4 or len(tfs_b) % 4 or len(len_b) % 4:
+            raise FormatError("segment array length is not a whole number of items: rebuild")
+        try:
+            text = blob.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("segment vocabulary is not UTF-8: rebuild") from None
+        words = text.split("\0") if n_words else []
+        if len(words) != n_words:
+            raise FormatError("segment vocabulary count does not match: rebuild")
+        offsets = np.frombuffer(off_b, dtype="<i8").astype(np.int64)
+        docs = np.frombuffer(docs_b, dtype="<u4").astype(np.uint32)
+        tfs = np.frombuffer(tfs_b, dtype="<u4").astype(np.uint32)
+        lengths = np.frombuffer(len_b, dtype="<u4").astype(np.uint32)
+        if offsets.shape[0] != n_words + 1 or docs.shape != tfs.shape:
+            raise FormatError("segment arrays do not match each other: rebuild")
+        if offsets[0] != 0 or offsets[-1] != docs.shape[0] or np.any(np.diff(offsets) < 0):
+            raise FormatError("segment offsets are not a partition of the postings: rebuild")
+        if docs.size and int(docs.max()) >= lengths.shape[0]:
+            raise FormatError("segment posting names a document past the end: rebuild")
+        if np.any(tfs > MAX_QUANTITY) or np.any(lengths > MAX_QUANTITY):
+            raise FormatError("segment quantity past 2**31-1: rebuild")
+        return cls(words, offsets, docs, tfs, lengths)
+
+
+class SegmentBuilder:
+    """Adds documents one at a time (the conversation's events); :meth:`build` makes the segment."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._doc: list[int] = []
+        self._word: list[int] = []
+        self._tf: list[int] = []
+        self.n_docs = 0
+
+    def add(self, counts: Mapping[str, int]) -> int:
+        """Add a document given its weighted word counts; return its number."""
+        d = self.n_docs
+        ids = self._ids
+        for w, c in counts.items():
+            if c > 0:
+                self._doc.append(d)
+                self._word.append(ids.setdefault(w, len(ids)))
+                self._tf.append(c)
+        self.n_docs += 1
+        return d
+
+    def build(self) -> Segment:
+        return Segment.from_pairs(
+            list(self._ids),
+            self.n_docs,
+            np.asarray(self._doc, dtype=np.int64),
+            np.asarray(self._word, dtype=np.int64),
+            np.asarray(self._tf, dtype=np.int64),
+        )
+
+
+def merge_segments(parts: Sequence[tuple[Segment, Mask | None]]) -> tuple[Segment, list[I64]]:
+    """One segment holding the live documents of each part, in order.
+
+    Returns the segment and, per part, the new number of each of its documents (-1 where the
+    document was not live), so the caller can carry its per-document data along.
+    """
+    words: dict[str, int] = {}
+    docs_out: list[I64] = []
+    word_out: list[I64] = []
+    tf_out: list[I64] = []
+    remaps: list[I64] = []
+    base = 0
+    for seg, live in parts:
+        keep = np.ones(seg.n_docs, dtype=np.bool_) if live is None else live
+        remap = np.full(seg.n_docs, -1, dtype=np.int64)
+        remap[keep] = base + np.arange(int(keep.sum()))
+        remaps.append(remap)
+        wmap = np.fromiter(
+            (words.setdefault(w, len(words)) for w in seg.words),
+            dtype=np.int64,
+            count=len(seg.words),
+        )
+        pw = np.repeat(np.arange(len(seg.words)), np.diff(seg.offsets))
+        pd = remap[seg.docs.astype(np.int64)]
+        ok = pd >= 0
+        docs_out.append(pd[ok])
+        word_out.append(wmap[pw[ok]] if len(seg.words) else pw[ok])
+        tf_out.append(seg.tfs[ok].astype(np.int64))
+        base += int(keep.sum())
+    merged = Segment.from_pairs(
+        list(words),
+        base,
+        np.concatenate(docs_out) if docs_out else np.zeros(0, np.int64),
+        np.concatenate(word_out) if word_out else np.zeros(0, np.int64),
+        np.concatenate(tf_out) if tf_out else np.zeros(0, np.int64),
+    )
+    return merged, remaps
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One segment taking part in a search."""
+
+    segment: Segment
+    """The postings."""
+    live: Mask | None = None
+    """Documents that exist (None: all). Others count in no statistic and are never returned."""
+    allow: Mask | None = None
+    """Documents that may be returned (a path filter); None: all live ones. Statistics ignore it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked document."""
+
+    part: int
+    """The index of its part in the search's list."""
+    doc: int
+    """Its number in that part's segment."""
+    score: float
+    """Its BM25 score."""
+
+
+def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) -> list[Hit]:
+    """Rank the documents of all parts as one collection; ties go to the earlier part, then doc.
+
+    Statistics (document count, average length, document frequencies) are over the live documents
+    of every part together, so the scores equal those of one segment holding them all.
+    """
+    qwords = list(dict.fromkeys(query_words))
+    if limit <= 0 or not qwords or not parts:
+        return []
+    n_docs = 0
+    total = 0
+    for p in parts:
+        if p.live is None:
+            n_docs += p.segment.n_docs
+            total += p.segment.total_length
+        else:
+            n_docs += int(np.count_nonzero(p.live))
+            total += int(p.segment.lengths[p.live].sum(dtype=np.int64))
+    if n_docs == 0:
+        return []
+    avgdl = total / n_docs if total else 1.0
+    # Postings per word per part, live ones only; document frequencies summed over parts.
+    found: list[list[tuple[U32, U32]]] = []
+    dfs: list[int] = []
+    for w in qwords:
+        per_part: list[tuple[U32, U32]] = []
+        df = 0
+        for p in parts:
+            docs, tfs = p.segment.postings(w)
+            if p.live is not None and docs.size:
+                keep = p.live[docs]
+                docs, tfs = docs[keep], tfs[keep]
+            per_part.append((docs, tfs))
+            df += int(docs.size)
+        found.append(per_part)
+        dfs.append(df)
+    cand_part: list[I64] = []
+    cand_doc: list[I64] = []
+    cand_score: list[F64] = []
+    for pi, p in enumerate(parts):
+        seg = p.segment
+        touched = [found[wi][pi] for wi in range(len(qwords))]
+        if not any(d.size for d, _ in touched):
+            continue
+        scores = np.zeros(seg.n_docs, dtype=np.float64)
+        norm = K1 * (1.0 - B + B * seg.lengths.astype(np.float64) / avgdl)
+        for wi, (docs, tfs) in enumerate(touched):
+            if not docs.size:
+                continue
+            w_idf = idf(n_docs, dfs[wi])
+            tf = tfs.astype(np.float64)
+            scores[docs] += w_idf * tf * (K1 + 1.0) / (tf + norm[docs])
+        hit = scores > 0.0
+        if p.allow is not None:
+            hit &= p.allow
+        if p.live is not None:
+            hit &= p.live
+        idx = np.flatnonzero(hit)
+        if not idx.size:
+            continue
+        if idx.size > limit:
+            top = np.argpartition(-scores[idx], limit - 1)[:limit]
+            # Keep every document tied with the last one kept, so ties resolve by order added.
+            cut = scores[idx[top]].min()
+            idx = idx[scores[idx] >= cut]
+        cand_part.append(np.full(idx.size, pi, dtype=np.int64))
+        cand_doc.append(idx.astype(np.int64))
+        cand_score.append(scores[idx])
+    if not cand_doc:
+        return []
+    cp = np.concatenate(cand_part)
+    cd = np.concatenate(cand_doc)
+    cs = np.concatenate(cand_score)
+    order = np.lexsort((cd, cp, -cs))[:limit]
+    return [Hit(int(cp[i]), int(cd[i]), float(cs[i])) for i in order]
