@@ -1,0 +1,105 @@
+"""Atomic writes and locks: a process killed at any instant leaves a file the next one can use.
+
+§4: a manifest "is updated as a policy file is: under a lock beside it, written to a temporary file
+and renamed into place". Every file this package writes goes through :func:`write_atomic`, so a
+reader sees the old bytes or the new bytes, never a mix; and every file two processes could write
+at once is written under :func:`file_lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import filelock
+
+from errors import StoreError
+
+__all__ = ["TEMP_SUFFIX", "file_lock", "store_error", "write_atomic"]
+
+TEMP_SUFFIX = ".tmp"
+"""Temporary files are ``.<name>.<random>.tmp`` beside their target; a collection may delete
+one left behind by a killed process once it is old."""
+
+_REASONS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only file system",
+    errno.ENOENT: "a directory on the way is missing",
+    errno.ENOTDIR: "a path on the way is not a directory",
+    errno.EISDIR: "it is a directory",
+    errno.EIO: "input/output error",
+}
+
+
+def store_error(action: str, path: Path | str, exc: OSError) -> StoreError:
+    """A :class:`StoreError` that names what failed and where, e.g. "no space left on device
+    writing /x/y". ``action`` is a verb in -ing form ("writing", "reading", "removing")."""
+    reason = _REASONS.get(exc.errno or 0)
+    if reason is None:
+        reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+    return StoreError(f"{reason} {action} {path}")
+
+
+def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, whole.
+
+    A uniquely named temporary file beside ``path`` is written, flushed, fsync'ed and renamed over
+    it with :func:`os.replace`. Parent directories are created. An existing file's permission bits
+    are kept (a person's ``workspaces.toml``); a new file gets the owner's read and write only,
+    as the index lives "under the same protection" as the logs (§3).
+
+    ``sync=False`` skips the fsync: still atomic against a killed process, but a power cut may
+    leave an empty or partial file. Only for files a reader validates and rebuilds (the chunk
+    store), where thousands of fsyncs would cost more than the rebuild they avoid.
+
+    On any :class:`OSError` the temporary file is removed and :class:`errors.StoreError` raised,
+    naming the path and the reason ("no space left on device writing <path>").
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise store_error("writing", path, exc) from exc
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    except OSError as exc:
+        raise store_error("writing", path, exc) from exc
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise store_error("writing", path, exc) from exc
+
+
+def file_lock(path: Path, timeout: float = 30) -> filelock.BaseFileLock:
+    """An inter-process lock on the file ``path`` (created with its parent directories).
+
+    Use it as a context manager. Not acquiring it within ``timeout`` seconds raises
+    :class:`filelock.Timeout`, a :class:`TimeoutError`. The lock file itself is never removed:
+    removing it while another process waits on it would let two processes hold "the" lock.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise store_error("locking", path, exc) from exc
+    return filelock.FileLock(str(path), timeout=timeout)

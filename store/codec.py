@@ -1,0 +1,180 @@
+"""The frame of every stored file, and bounded decoding.
+
+Every file in the data directory is::
+
+    MAGIC    4 bytes   the file's kind (b"NRCK" a chunk record, b"NRMF" a manifest, ...)
+    version  u16 BE    the kind's format version; any other version is rebuilt
+    flags    u16 BE    bit 0: the payload is zlib-compressed; every other bit must be 0
+    payload            one msgpack object (after inflating, when bit 0 is set)
+
+The storage rules (ADR 0050 §4, amendment 2026-10-16) say that what is stored is derived, so a file
+that does not decode is rebuilt, never trusted and never a crash; and that decoding bounds every
+size by the bytes that hold it. So :func:`decode`:
+
+- gives msgpack's ``Unpacker`` the payload's own length as the limit of every string, byte string,
+  array and map length and of its buffer: a declared length can never exceed the bytes that would
+  hold it, so a header claiming four billion elements is refused before anything is allocated;
+- inflates at most :data:`MAX_RATIO` times the compressed bytes (and at most ``max_size``), so a
+  zlib bomb is refused after a bounded allocation; :func:`encode` stores uncompressed what it
+  could not read back under that bound, so a file this package writes always decodes;
+- requires exactly one object: trailing bytes mean a corrupt file;
+- raises :class:`errors.FormatError` ``"<what>: rebuild"`` for every problem, and nothing else.
+
+Integers are not bounded here: what is a quantity of the text (a frequency, a word count) is read
+up to 2**31-1 by the caller's own validation (amendment 2026-10-16).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import NoReturn
+
+import msgpack
+
+from errors import FormatError
+
+__all__ = [
+    "FLAG_ZLIB",
+    "HEADER",
+    "MAX_INT32",
+    "MAX_RATIO",
+    "MAX_SIZE",
+    "decode",
+    "encode",
+    "inflate_limit",
+]
+
+HEADER = struct.Struct(">4sHH")
+FLAG_ZLIB = 0x0001
+_KNOWN_FLAGS = FLAG_ZLIB
+
+MAX_RATIO = 64
+"""Inflated bytes allowed per compressed byte. zlib's own limit is about 1,032; our payloads
+compress 3 to 10 times."""
+
+MAX_SIZE = 1 << 30
+"""The default cap of an inflated payload (1 GiB), whatever the ratio allows."""
+
+_MIN_INFLATE = 4096  # a tiny payload may inflate this much whatever its ratio
+
+MAX_INT32 = 2**31 - 1
+"""The largest quantity a caller accepts (amendment 2026-10-16: the width the postings store)."""
+
+
+def inflate_limit(compressed_len: int, max_size: int = MAX_SIZE) -> int:
+    """How many bytes ``compressed_len`` compressed bytes may inflate to."""
+    return min(max_size, max(MAX_RATIO * compressed_len, _MIN_INFLATE))
+
+
+def _magic_ok(magic: bytes) -> None:
+    if not isinstance(magic, bytes) or len(magic) != 4:
+        raise ValueError(f"a magic is 4 bytes, got {magic!r}")
+
+
+def _version_ok(version: int) -> None:
+    if not 0 <= version <= 0xFFFF:
+        raise ValueError(f"a format version is a u16, got {version}")
+
+
+def encode(
+    magic: bytes,
+    version: int,
+    payload: object,
+    *,
+    compress: bool = False,
+    level: int = 6,
+    max_size: int = MAX_SIZE,
+) -> bytes:
+    """The framed bytes of ``payload`` (msgpack, zlib-compressed when ``compress``).
+
+    A compressed payload that :func:`decode` could not inflate under its bound is stored
+    uncompressed instead. Raises ``TypeError``/``ValueError`` for a payload msgpack cannot hold
+    (a caller's bug, not a store problem).
+    """
+    _magic_ok(magic)
+    _version_ok(version)
+    raw = msgpack.packb(payload, use_bin_type=True)
+    if compress:
+        packed = zlib.compress(raw, level)
+        if len(raw) <= inflate_limit(len(packed), max_size):
+            return HEADER.pack(magic, version, FLAG_ZLIB) + packed
+    return HEADER.pack(magic, version, 0) + raw
+
+
+def _bad(what: str) -> NoReturn:
+    raise FormatError(f"{what}: rebuild")
+
+
+def _inflate(data: memoryview, max_size: int) -> bytes:
+    limit = inflate_limit(len(data), max_size)
+    inflater = zlib.decompressobj()
+    try:
+        # One byte more than allowed tells "exactly at the limit" from "past it".
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        _bad(f"corrupt compressed payload ({exc})")
+    if len(out) > limit:
+        _bad(f"compressed payload inflates past {limit} bytes")
+    if not inflater.eof:
+        _bad("truncated compressed payload")
+    if inflater.unused_data:
+        _bad("trailing bytes after the compressed payload")
+    return out
+
+
+def _no_ext(code: int, data: bytes) -> object:
+    # No file kind uses msgpack extension types: one is a foreign or corrupt file.
+    raise ValueError(f"unexpected extension type {code}")
+
+
+def decode(magic: bytes, version: int, data: bytes, *, max_size: int = MAX_SIZE) -> object:
+    """The payload of framed ``data``, which must be of kind ``magic`` and version ``version``.
+
+    Bounded as the module says; raises :class:`errors.FormatError` and only that for data that
+    is short, foreign, of another version, with unknown flags, corrupt, truncated or followed by
+    trailing bytes. Strings come back as ``str``, byte strings as ``bytes``, arrays as ``list``;
+    map keys must be strings or bytes.
+    """
+    _magic_ok(magic)
+    _version_ok(version)
+    view = memoryview(data)
+    if len(view) < HEADER.size:
+        _bad(f"{len(view)}-byte file is shorter than its {HEADER.size}-byte header")
+    got_magic, got_version, flags = HEADER.unpack_from(view)
+    if got_magic != magic:
+        _bad(f"not a {magic.decode('ascii', 'replace')} file (magic {got_magic!r})")
+    if got_version != version:
+        _bad(f"{magic.decode('ascii', 'replace')} format version {got_version}, not {version}")
+    if flags & ~_KNOWN_FLAGS:
+        _bad(f"unknown flags 0x{flags:04x}")
+    body = view[HEADER.size :]
+    raw: bytes | memoryview = _inflate(body, max_size) if flags & FLAG_ZLIB else body
+    n = max(len(raw), 1)
+    unpacker = msgpack.Unpacker(
+        raw=False,
+        strict_map_key=True,
+        ext_hook=_no_ext,
+        max_buffer_size=n,
+        max_str_len=n,
+        max_bin_len=n,
+        max_array_len=n,
+        max_map_len=n,
+        max_ext_len=n,
+    )
+    try:
+        unpacker.feed(raw)
+        obj: object = unpacker.unpack()
+    except msgpack.OutOfData:
+        _bad("truncated payload")
+    except (
+        msgpack.UnpackException,
+        ValueError,
+        TypeError,
+        OverflowError,
+        RecursionError,
+    ) as exc:
+        _bad(f"corrupt payload ({type(exc).__name__}: {exc})")
+    if unpacker.tell() != len(raw):
+        _bad(f"{len(raw) - unpacker.tell()} trailing bytes after the payload")
+    return obj
