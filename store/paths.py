@@ -56,7 +56,7 @@ _GIT_CONFIG = (
 # The readable half of a key: what a person recognises in a listing of projects/.
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _NAME_MAX = 40
-_KEY_OK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,80}$")
+_KEY_OK = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,80}")
 
 
 def data_dir(arg: str | os.PathLike[str] | None = None) -> Path:
@@ -198,7 +198,7 @@ def project_dirs(data_dir: Path, key: str) -> ProjectDirs:
     """The folders of the project ``key`` under ``data_dir``.
 
     The key becomes a directory name, so one that could leave ``projects/`` is refused."""
-    if not _KEY_OK.match(key) or key in {".", ".."}:
+    if not _KEY_OK.fullmatch(key) or key in {".", ".."}:
         raise BadInput(f"project key {key!r} is not a key this program makes")
     root = Path(data_dir) / "projects" / key
     index = root / "index"

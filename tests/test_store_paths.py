@@ -85,7 +85,7 @@ def test_project_dirs_lay_out_the_project(tmp_path: Path) -> None:
     assert not d.root.exists()
 
 
-@pytest.mark.parametrize("key", ["", "..", "../x", "a/b", ".hidden"])
+@pytest.mark.parametrize("key", ["", "..", "../x", "a/b", ".hidden", "key\n"])
 def test_a_key_that_could_leave_projects_is_refused(tmp_path: Path, key: str) -> None:
     with pytest.raises(BadInput, match=r"^project key .* is not a key this program makes$"):
         project_dirs(tmp_path, key)
