@@ -4,6 +4,7 @@ amendment 2026-10-16)."""
 from __future__ import annotations
 
 import struct
+import tracemalloc
 import zlib
 
 import msgpack
@@ -106,6 +107,18 @@ def test_bad_bytes_raise_format_error(data: bytes, message: str) -> None:
 def test_a_huge_declared_length_is_refused_before_allocating(declared: bytes) -> None:
     with pytest.raises(FormatError, match=r"^(corrupt|truncated) payload.*: rebuild$"):
         decode(MAGIC, 1, header() + declared)
+
+
+def test_refusing_a_huge_declared_length_allocates_almost_nothing() -> None:
+    data = header() + b"\x92" + b"\xc6\xff\xff\xff\xf0" + b"\xdd\xff\xff\xff\xf0"
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError):
+            decode(MAGIC, 1, data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
 
 
 def test_a_zlib_bomb_is_refused_after_a_bounded_inflate() -> None:
