@@ -1,1 +1,91 @@
-"""store package."""
+"""The data and configuration directories and everything written in them (ADR 0050 §4, §9, §10).
+
+- :mod:`store.paths`: the directories, project keys (a worktree shares its main repository's),
+  a project's folders;
+- :mod:`store.atomic`: atomic writes and inter-process locks;
+- :mod:`store.codec`: the frame of every stored file (magic, version, flags) and bounded decoding;
+- :mod:`store.chunkstore`: the content-addressed chunk store (import it from there: it is the one
+  module that depends on ``retrieval``, and the rest of the package loads without it);
+- :mod:`store.manifest`: per-tree manifests;
+- :mod:`store.log`: the session log's writer and reader, task ids and task meta;
+- :mod:`store.config`: ``workspaces.toml`` (the earlier-tasks switch) and ``config.toml``.
+
+Everything in the data directory is derived and safe to delete: what fails to decode is rebuilt,
+never trusted and never a crash. docs/store-format.md describes every file.
+"""
+
+from __future__ import annotations
+
+from store.atomic import file_lock, write_atomic
+from store.codec import decode, encode
+from store.config import (
+    Config,
+    earlier_tasks,
+    load_config,
+    set_earlier_tasks,
+    workspaces_error,
+)
+from store.log import (
+    LogRead,
+    LogWriter,
+    TaskMeta,
+    list_tasks,
+    log_path,
+    meta_path,
+    read_event_at,
+    read_log,
+    task_meta,
+    write_task_meta,
+)
+from store.manifest import (
+    Entry,
+    Manifest,
+    list_manifests,
+    load_manifest,
+    manifest_lock,
+    manifest_path,
+    save_manifest,
+)
+from store.paths import (
+    ProjectDirs,
+    config_dir,
+    data_dir,
+    git_toplevel,
+    project_dirs,
+    project_key,
+)
+
+__all__ = [
+    "Config",
+    "Entry",
+    "LogRead",
+    "LogWriter",
+    "Manifest",
+    "ProjectDirs",
+    "TaskMeta",
+    "config_dir",
+    "data_dir",
+    "decode",
+    "earlier_tasks",
+    "encode",
+    "file_lock",
+    "git_toplevel",
+    "list_manifests",
+    "list_tasks",
+    "load_config",
+    "load_manifest",
+    "log_path",
+    "manifest_lock",
+    "manifest_path",
+    "meta_path",
+    "project_dirs",
+    "project_key",
+    "read_event_at",
+    "read_log",
+    "save_manifest",
+    "set_earlier_tasks",
+    "task_meta",
+    "workspaces_error",
+    "write_atomic",
+    "write_task_meta",
+]

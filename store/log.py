@@ -36,6 +36,7 @@ __all__ = [
     "list_tasks",
     "log_path",
     "meta_path",
+    "read_event_at",
     "read_log",
     "task_meta",
     "write_task_meta",
@@ -153,6 +154,29 @@ def read_log(path: Path, start_offset: int = 0, *, after_seq: int = 0) -> LogRea
         end_offset=start_offset + end,
         last_seq=last,
     )
+
+
+def read_event_at(path: Path, offset: int) -> dict[str, Any] | None:
+    """The event whose line starts at byte ``offset`` (a :attr:`LogRead.offsets` entry), read
+    again without reading the rest of the log; None when no complete event line starts there
+    (the file was replaced or cut). A missing log is :class:`errors.NotFound`."""
+    path = Path(path)
+    if offset < 0:
+        raise BadInput(f"a log offset is at least 0, got {offset}")
+    try:
+        with open(path, "rb") as f:
+            if offset:
+                f.seek(offset - 1)
+                if f.read(1) != b"\n":
+                    return None
+            line = f.readline()
+    except FileNotFoundError:
+        raise NotFound(f"no log at {path}") from None
+    except OSError as exc:
+        raise store_error("reading", path, exc) from exc
+    if not line.endswith(b"\n"):
+        return None
+    return _event_of(line[:-1])
 
 
 # What this writer puts first on every line; the fast path of _scan's seq.

@@ -19,6 +19,7 @@ from store.log import (
     list_tasks,
     log_path,
     meta_path,
+    read_event_at,
     read_log,
     task_meta,
     write_task_meta,
@@ -140,9 +141,11 @@ def test_the_reader_ignores_a_torn_last_line_and_counts_a_line_that_is_not_json(
     assert read.torn
     assert read.end_offset == len(body.encode("utf-8"))
     assert read.last_seq == 2
-    raw = path.read_bytes()
     for event, offset in zip(read.events, read.offsets, strict=True):
-        assert json.loads(raw[offset : raw.index(b"\n", offset)]) == event
+        assert read_event_at(path, offset) == event
+    assert read_event_at(path, read.offsets[1] + 1) is None  # not a line start
+    assert read_event_at(path, read.end_offset) is None  # the torn line
+    assert read_event_at(path, 10**9) is None
 
 
 def test_end_offset_reads_only_what_was_appended(tmp_path: Path) -> None:
