@@ -12,6 +12,7 @@ limit): it is stored by columns, not as one map per file:
       cursor      str | nil     where an interrupted update goes on (§5: "from where it stopped")
       partial     bool          the tree is over §2's limits, or an update was cut short
       updated     float         when it was saved, seconds since the epoch
+      extra       [str]         directories index-update PATH added whole (ignored files included)
       paths       [str]         the files, relative to root, "/"-separated
       size        bin           uint64 little-endian, one per path
       mtime_ns    bin           int64 little-endian, one per path
@@ -52,13 +53,13 @@ __all__ = [
 ]
 
 MAGIC = b"NRMF"
-VERSION = 1
+VERSION = 2  # 2: extra, the directories index-update added whole
 SUFFIX = ".manifest"
 
 _U64 = np.dtype("<u8")
 _I64 = np.dtype("<i8")
 _FIELDS = frozenset(
-    {"root", "generation", "cursor", "partial", "updated"}
+    {"root", "generation", "cursor", "partial", "updated", "extra"}
     | {"paths", "size", "mtime_ns", "inode", "keys"}
 )
 _MAX_GENERATION = 2**63 - 1
@@ -101,6 +102,9 @@ class Manifest:
     """The index does not hold the whole tree (§2's limits, or a cut-short update)."""
     updated: float = 0.0
     """When it was last saved, seconds since the epoch."""
+    extra: list[str] = field(default_factory=list)
+    """Directories (relative) that index-update PATH added whole, ignored files included (§2):
+    every later refresh walks them too, so a search does not drop what the update added."""
 
 
 def manifest_path(trees_dir: Path, root: Path | str) -> Path:
@@ -144,6 +148,7 @@ def save_manifest(path: Path, manifest: Manifest) -> None:
         "cursor": manifest.cursor,
         "partial": manifest.partial,
         "updated": float(manifest.updated),
+        "extra": list(manifest.extra),
         "paths": list(entries),
         "size": np.fromiter((e.size for e in values), dtype=_U64, count=n).tobytes(),
         "mtime_ns": np.fromiter((e.mtime_ns for e in values), dtype=_I64, count=n).tobytes(),
@@ -201,6 +206,9 @@ def _from_payload(obj: object) -> Manifest:
     updated = obj["updated"]
     if type(updated) not in (int, float) or not math.isfinite(updated):
         raise _bad(f"updated {updated!r} is not a time")
+    extra = obj["extra"]
+    if not isinstance(extra, list) or (extra and set(map(type, extra)) != {str}):
+        raise _bad("extra is a list of directories")
     paths = obj["paths"]
     keys = obj["keys"]
     if not isinstance(paths, list) or not isinstance(keys, list):
@@ -226,4 +234,5 @@ def _from_payload(obj: object) -> Manifest:
         cursor=cursor,
         partial=partial,
         updated=float(updated),
+        extra=list(extra),
     )

@@ -82,6 +82,7 @@ def payload(**change: object) -> dict[str, object]:
         "cursor": None,
         "partial": False,
         "updated": 0.0,
+        "extra": [],
         "paths": ["a", "b"],
         "size": bytes(16),
         "mtime_ns": bytes(16),
@@ -109,6 +110,8 @@ def payload(**change: object) -> dict[str, object]:
         ({"updated": "now"}, r"^manifest: updated 'now' is not a time: rebuild$"),
         ({"updated": float("nan")}, r"^manifest: updated nan is not a time: rebuild$"),
         ({"root": ""}, r"^manifest: root is not a path: rebuild$"),
+        ({"extra": "build"}, r"^manifest: extra is a list of directories: rebuild$"),
+        ({"extra": ["build", 3]}, r"^manifest: extra is a list of directories: rebuild$"),
         (
             {"keys": ...},
             r"^manifest: wrong fields \(missing \['keys'\], unexpected \[\]\): rebuild$",
@@ -119,15 +122,15 @@ def test_a_manifest_that_is_off_raises_format_error(
     tmp_path: Path, change: dict[str, object], message: str
 ) -> None:
     path = tmp_path / "m"
-    path.write_bytes(encode(b"NRMF", 1, payload(**change)))
+    path.write_bytes(encode(b"NRMF", 2, payload(**change)))
     with pytest.raises(FormatError, match=message):
         load_manifest(path)
 
 
 def test_a_manifest_of_another_version_raises_format_error(tmp_path: Path) -> None:
     path = tmp_path / "m"
-    path.write_bytes(encode(b"NRMF", 2, payload()))
-    with pytest.raises(FormatError, match=r"^NRMF format version 2, not 1: rebuild$"):
+    path.write_bytes(encode(b"NRMF", 1, payload()))
+    with pytest.raises(FormatError, match=r"^NRMF format version 1, not 2: rebuild$"):
         load_manifest(path)
 
 
