@@ -23,9 +23,11 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal, Self, TypeVar
 
 from errors import ActorDead, BadInput, DeadlineExceeded
+
+R = TypeVar("R")
 
 __all__ = ["Actor", "ActorRef", "ActorSystem", "RestartPolicy"]
 
@@ -293,6 +295,21 @@ class ActorRef:
             raise DeadlineExceeded(
                 f"actor {self.name!r} did not answer {type(message).__name__} within {timeout:g} s"
             ) from None
+
+    async def ask_as(
+        self,
+        message: object,
+        kind: type[R],
+        timeout: float | None = None,  # noqa: ASYNC109 - as ask's
+    ) -> R:
+        """:meth:`ask`, checking that the answer is a ``kind``: the asker gets a typed value."""
+        answer = await self.ask(message, timeout)
+        if not isinstance(answer, kind):
+            raise TypeError(
+                f"actor {self.name!r} answered {type(message).__name__} with "
+                f"{type(answer).__name__}, not {kind.__name__}"
+            )
+        return answer
 
     def __repr__(self) -> str:
         state = "alive" if self.is_alive else "stopped"
