@@ -103,9 +103,7 @@ class Segment:
         return int(self.offsets.nbytes + self.docs.nbytes + self.tfs.nbytes + self.lengths.nbytes)
 
     def __repr__(self) -> str:
-        return (
-            f"<Segment docs={self.n_docs} words={len(self.words)} postings={self.n_postings}>"
-        )
+        return f"<Segment docs={self.n_docs} words={len(self.words)} postings={self.n_postings}>"
 
     # -- construction ------------------------------------------------------------------------
 

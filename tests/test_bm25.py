@@ -114,9 +114,7 @@ def test_documents_not_live_count_nowhere() -> None:
     live = np.array([True, False, True])
     masked = search_all([Part(build(docs), live=live)], ["x", "y"], limit=5)
     without = search_all([Part(build([docs[0], docs[2]]))], ["x", "y"], limit=5)
-    assert [(h.doc, h.score) for h in masked] == [
-        ({0: 0, 1: 2}[h.doc], h.score) for h in without
-    ]
+    assert [(h.doc, h.score) for h in masked] == [({0: 0, 1: 2}[h.doc], h.score) for h in without]
 
 
 def test_no_match_and_edge_limits() -> None:

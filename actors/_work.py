@@ -1,0 +1,75 @@
+"""The CPU work of indexing a file, in a worker process or in the calling one.
+
+Given a file's bytes, :func:`analyze_blob` decides whether it is text (§2: binary and non-UTF-8 files
+are skipped), redacts it as the log redacts a tool result (§3: the index is built from the text the
+model would read), hashes the redacted text (§4: the content address) and, unless the chunk store
+already holds that content, cuts it into chunks and words. Everything here is a pure function of the
+bytes and the store's directory, so a batch can go to the process pool whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from guard.redact import redact
+from retrieval.analyze import FileRecord, analyze
+from store.chunkstore import ChunkStore
+
+__all__ = ["BINARY_SNIFF", "Analyzed", "analyze_batch", "analyze_blob", "is_binary"]
+
+# git's own test for a binary file: a NUL byte in the first 8,000 bytes.
+BINARY_SNIFF = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzed:
+    """What became of one file's bytes."""
+
+    path: str
+    """The file, relative to the root."""
+    skip: str | None
+    """"binary" or "not_utf8" when the file is not indexed; None when it is."""
+    key: str = ""
+    """The chunk store key of its redacted text."""
+    record: FileRecord | None = None
+    """Its chunks and words; None when the store already held the key (nothing to write)."""
+    redactions: int = 0
+    """How many credential shapes redaction replaced."""
+    text_bytes: int = 0
+    """The size of its text."""
+
+
+def is_binary(data: bytes) -> bool:
+    return b"\0" in data[:BINARY_SNIFF]
+
+
+def analyze_blob(path: str, data: bytes, chunks_dir: str | None) -> Analyzed:
+    """Decode, redact, hash and (when the store lacks it) analyze one file's bytes."""
+    if is_binary(data):
+        return Analyzed(path, "binary")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Analyzed(path, "not_utf8")
+    red = redact(text)
+    digest = hashlib.sha256(red.text.encode("utf-8")).hexdigest()
+    key = ChunkStore.key(digest)
+    if chunks_dir is not None and ChunkStore(Path(chunks_dir)).exists(key):
+        return Analyzed(path, None, key, None, red.count, len(data))
+    return Analyzed(path, None, key, analyze(red.text), red.count, len(data))
+
+
+def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
+    """:func:`analyze_blob` for each (path, bytes); the unit of work sent to a worker process."""
+    return [analyze_blob(p, d, chunks_dir) for p, d in items]
+
+
+def cpu_count() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,380 @@
+"""The indexer: a working tree's reads, its chunk records and the index a session searches (§3-§7).
+
+It owns the tree's in-memory :class:`~retrieval.tree.TreeIndex`. The refresher tells it what the
+manifest holds and which files changed; it reads those through the guard (never asking: a confirm
+is a refusal nobody is asked for), redacts, hashes and analyses them (in the process pool when a
+batch is big), stores each content once, and updates the index. A search ranks the chunks and reads
+each result's lines from the file now, through the guard again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import aiofiles
+
+from actors._work import Analyzed, analyze_batch, analyze_blob
+from actors.messages import (
+    FileStat,
+    Forget,
+    IndexedFiles,
+    IndexFiles,
+    SaveSnapshot,
+    SearchTree,
+    TreeFound,
+    TreeSearched,
+)
+from bus import Actor, ProcessPool
+from errors import DeadlineExceeded, FormatError, StoreError, WorkerError
+from guard import Guard, Verdict, redact
+from retrieval.analyze import FileRecord
+from retrieval.chunks import split_lines
+from retrieval.render import RepoResult, best_lines
+from retrieval.tree import TreeIndex, TreeSegment
+from retrieval.words import query_words
+from store.atomic import write_atomic
+from store.chunkstore import ChunkStore
+from store.codec import decode, encode
+
+__all__ = ["MAX_FILE_BYTES", "POOL_MIN_BYTES", "IndexerActor", "load_snapshot"]
+
+log = logging.getLogger("actors.indexer")
+
+MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
+# Below this many bytes of changed text a batch is analysed in this process: starting and feeding
+# workers costs more than it saves (docs/benchmarks.md, "the pool threshold").
+POOL_MIN_BYTES = 2 << 20
+BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
+READ_CONCURRENCY = 16
+SNAPSHOT_MAGIC = b"NRTS"
+SNAPSHOT_VERSION = 1
+
+
+def load_snapshot(path: Path) -> TreeSegment | None:
+    """The tree segment stored at path, or None when it is missing or must be rebuilt."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        log.warning("cannot read %s: %s", path, e)
+        return None
+    try:
+        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data))
+    except FormatError as e:
+        log.info("snapshot %s dropped: %s", path, e)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+
+
+class IndexerActor(Actor):
+    """Reads, stores and indexes one working tree's files; ranks and shows its chunks."""
+
+    def __init__(
+        self,
+        root: Path,
+        store: ChunkStore,
+        guard: Guard,
+        pool: ProcessPool | None,
+        snapshot_path: Path,
+        *,
+        redact_results: Callable[[str], str] | None = None,
+    ) -> None:
+        self.root = root
+        self.store = store
+        self.guard = guard.without_asking()
+        self.pool = pool
+        self.snapshot_path = snapshot_path
+        self._redact = redact_results or (lambda s: redact(s).text)
+        self.tree = TreeIndex()
+        self._snapshot_files = 0
+
+    def __repr__(self) -> str:
+        return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
+
+    async def on_start(self) -> None:
+        base = await asyncio.to_thread(load_snapshot, self.snapshot_path)
+        if base is not None:
+            self.tree = TreeIndex(base)
+            self._snapshot_files = len(base.files)
+
+    async def handle(self, message: object) -> object:
+        match message:
+            case IndexFiles():
+                return await self._index(message)
+            case SearchTree():
+                return await self._search(message)
+            case Forget(path=path):
+                self.tree.apply({path: None})
+                return None
+            case SaveSnapshot():
+                return await self._save_snapshot()
+        raise TypeError(f"indexer cannot handle {type(message).__name__}")
+
+    # -- indexing -------------------------------------------------------------------------
+
+    def _sync(
+        self, target: dict[str, str]
+    ) -> tuple[dict[str, tuple[str, FileRecord] | None], list[str]]:
+        """Changes that make the index hold exactly target; paths whose records are gone."""
+        changes: dict[str, tuple[str, FileRecord] | None] = {}
+        missing: list[str] = []
+        for path in self.tree.files.keys() - target.keys():
+            changes[path] = None
+        for path, key in target.items():
+            if self.tree.files.get(path) == key:
+                continue
+            rec = self.store.get(key)
+            if rec is None:
+                missing.append(path)
+                if path in self.tree.files:
+                    changes[path] = None
+            else:
+                self.store.touch(key)
+                changes[path] = (key, rec)
+        return changes, missing
+
+    async def _index(self, msg: IndexFiles) -> IndexedFiles:
+        rebuilt_before = self.store.stats.rebuilt
+        changes, missing = await asyncio.to_thread(self._sync, msg.target)
+        found: list[TreeFound] = []
+        blobs = await self._read_all(msg.read, msg.deadline, found)
+        analyzed = await self._analyze(blobs, msg.deadline, found)
+        results, store_error = await asyncio.to_thread(self._store_all, analyzed, blobs)
+        for stat, a, rec in results:
+            if rec is None:
+                found.append(TreeFound(stat, None, a.skip, a.text_bytes))
+                changes[stat.path] = None
+            else:
+                changes[stat.path] = (a.key, rec)
+                found.append(TreeFound(stat, a.key, None, a.text_bytes))
+        for f in found:
+            if f.key is None:
+                changes[f.stat.path] = None
+        self.tree.apply(changes)
+        if self._should_snapshot():
+            err = await self._save_snapshot()
+            store_error = store_error or err
+        return IndexedFiles(
+            tuple(found),
+            tuple(missing),
+            rebuilt=self.store.stats.rebuilt - rebuilt_before,
+            store_error=store_error,
+        )
+
+    def _store_all(
+        self, analyzed: list[tuple[FileStat, Analyzed]], blobs: list[tuple[FileStat, bytes]]
+    ) -> tuple[list[tuple[FileStat, Analyzed, FileRecord | None]], str | None]:
+        """Write new records and load the ones the store already held, in one thread hop.
+
+        A write that fails (a full disk) is remembered and the record still indexed in memory: the
+        search answers from memory and says the index could not be saved.
+        """
+        out: list[tuple[FileStat, Analyzed, FileRecord | None]] = []
+        error: str | None = None
+        data_of: dict[FileStat, bytes] | None = None
+        for stat, a in analyzed:
+            if a.skip is not None:
+                out.append((stat, a, None))
+                continue
+            rec = a.record
+            if rec is None:
+                rec = self.store.get(a.key)
+                if rec is not None:
+                    self.store.touch(a.key)  # §4: a reused record is fresh for the collection
+                    out.append((stat, a, rec))
+                    continue
+                # Stored when the worker looked, gone or damaged since: analyse it here.
+                if data_of is None:
+                    data_of = dict(blobs)
+                rec = analyze_blob(stat.path, data_of[stat], None).record
+                if rec is None:
+                    out.append((stat, a, None))
+                    continue
+            if error is None:
+                try:
+                    self.store.put(a.key, rec)
+                except StoreError as e:
+                    error = str(e)
+            out.append((stat, a, rec))
+        return out, error
+
+    async def _read_all(
+        self, stats: Sequence[FileStat], deadline: float, found: list[TreeFound]
+    ) -> list[tuple[FileStat, bytes]]:
+        """Read files through the guard, in path order, starting none past the deadline."""
+        loop = asyncio.get_running_loop()
+        sem = asyncio.Semaphore(READ_CONCURRENCY)
+        out: dict[int, tuple[FileStat, bytes]] = {}
+
+        async def one(i: int, st: FileStat) -> None:
+            async with sem:
+                if loop.time() >= deadline:
+                    return
+                decision = await self.guard.check_read(st.path, st.size)
+                if not decision.allowed:
+                    skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
+                    found.append(TreeFound(st, None, skip))
+                    return
+                data = await self._read_file(st.path)
+                if data is None:
+                    found.append(TreeFound(st, None, "gone"))
+                elif len(data) > MAX_FILE_BYTES:
+                    found.append(TreeFound(st, None, "too_large"))
+                else:
+                    out[i] = (st, data)
+
+        tasks = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
+        try:
+            remaining = deadline - loop.time()
+            if tasks and remaining > 0:
+                await asyncio.wait(tasks, timeout=remaining)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return [out[i] for i in sorted(out)]
+
+    async def _read_file(self, rel: str) -> bytes | None:
+        """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file."""
+
+        def opener(p: str, flags: int) -> int:
+            # A file replaced by a symbolic link after it was listed is not followed.
+            return os.open(p, flags | os.O_NOFOLLOW)
+
+        try:
+            async with aiofiles.open(self.root / rel, "rb", opener=opener) as f:
+                return await f.read(MAX_FILE_BYTES + 1)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+            return None
+        except OSError as e:
+            log.info("cannot read %s: %s", rel, e)
+            return None
+
+    async def _analyze(
+        self,
+        blobs: list[tuple[FileStat, bytes]],
+        deadline: float,
+        found: list[TreeFound],
+    ) -> list[tuple[FileStat, Analyzed]]:
+        """Analyse blobs, in the pool when they are many; what misses the deadline is not read."""
+        total = sum(len(b) for _, b in blobs)
+        chunks_dir = str(self.store.directory)
+        if self.pool is None or total < POOL_MIN_BYTES:
+            out = []
+            loop = asyncio.get_running_loop()
+            for i, (st, data) in enumerate(blobs):
+                if loop.time() >= deadline:
+                    found.extend(TreeFound(s, None, "late") for s, _ in blobs[i:])
+                    break
+                out.append((st, analyze_blob(st.path, data, chunks_dir)))
+                if i % 64 == 63:
+                    await asyncio.sleep(0)  # let other actors run during a long batch
+            return out
+        batches: list[list[tuple[FileStat, bytes]]] = [[]]
+        size = 0
+        for st, data in blobs:
+            if size >= BATCH_BYTES:
+                batches.append([])
+                size = 0
+            batches[-1].append((st, data))
+            size += len(data)
+        pool = self.pool
+
+        async def run(batch: list[tuple[FileStat, bytes]]) -> list[tuple[FileStat, Analyzed]]:
+            items = [(st.path, data) for st, data in batch]
+            try:
+                res = await pool.run(analyze_batch, items, chunks_dir, deadline=deadline)
+            except DeadlineExceeded:
+                found.extend(TreeFound(st, None, "late") for st, _ in batch)
+                return []
+            except WorkerError as e:
+                log.warning("a worker failed on a batch (%s); analysing it here", e)
+                res = [analyze_blob(p, d, chunks_dir) for p, d in items]
+            return list(zip((st for st, _ in batch), res, strict=True))
+
+        results = await asyncio.gather(*(run(b) for b in batches))
+        return [pair for r in results for pair in r]
+
+    def _should_snapshot(self) -> bool:
+        """Whether to write the snapshot now: first build, or the delta was merged into the base."""
+        if self.tree.dirty:
+            return False
+        return len(self.tree.base.files) != self._snapshot_files or not self.snapshot_path.exists()
+
+    async def _save_snapshot(self) -> str | None:
+        base = self.tree.snapshot()
+        self._snapshot_files = len(base.files)
+        try:
+            data = encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
+            await asyncio.to_thread(write_atomic, self.snapshot_path, data)
+        except StoreError as e:
+            return str(e)
+        return None
+
+    # -- searching ------------------------------------------------------------------------
+
+    async def _search(self, msg: SearchTree) -> TreeSearched:
+        words = query_words(msg.query)
+        hits = self.tree.search(words, msg.limit * 2 + 4, msg.path)
+        results: list[RepoResult] = []
+        gone: list[str] = []
+        cache: dict[str, bytes | None] = {}
+        for h in hits:
+            if len(results) >= msg.limit:
+                break
+            if h.path not in cache:
+                size = _size(self.root / h.path)
+                decision = await self.guard.check_read(h.path, size)
+                if not decision.allowed:
+                    # §3: a refusal stops the search with the refusal as the answer, and drops
+                    # the file from the tree's index.
+                    self.tree.apply({h.path: None})
+                    return TreeSearched(
+                        (), self.tree.n_docs, len(self.tree.files), h.path, decision.reason
+                    )
+                cache[h.path] = await self._read_file(h.path)
+            data = cache[h.path]
+            chunk = None if data is None else _chunk_lines(data, h.start, h.end)
+            if not chunk:
+                gone.append(h.path)
+                continue
+            red = self._redact("\n".join(chunk)).split("\n")
+            numbered = list(enumerate(red, h.start))
+            results.append(
+                RepoResult(
+                    h.path,
+                    h.start,
+                    h.start + len(chunk) - 1,
+                    red[0],
+                    tuple(best_lines(numbered, words)),
+                    h.score,
+                )
+            )
+        return TreeSearched(
+            tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone)
+        )
+
+
+def _chunk_lines(data: bytes, start: int, end: int) -> list[str]:
+    """Lines start to end (1-based, inclusive) of a file's bytes, as split_lines cuts them.
+
+    Only the bytes up to the chunk's end are split: a result near the top of a 1 MiB file does
+    not cost a split of the whole file.
+    """
+    parts = data.split(b"\n", end)
+    text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
+    return split_lines(text)[: end - start + 1] if start <= len(parts) else []
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0

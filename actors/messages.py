@@ -1,0 +1,232 @@
+"""The messages the actors exchange: commands named as verbs, facts named as what happened.
+
+Each is a frozen, slotted dataclass; nothing mutable crosses a mailbox except the dictionaries
+listed as such, which the sender hands over and never touches again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "FileStat",
+    "Forget",
+    "IndexFiles",
+    "IndexedFiles",
+    "Refresh",
+    "Refreshed",
+    "SaveSnapshot",
+    "SearchOutput",
+    "SearchTree",
+    "ToolOutput",
+    "TreeFound",
+    "TreeSearched",
+    "UpdateOutput",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """What the refresher knows of a listed file without reading it."""
+
+    path: str
+    """Relative to the root, as listed."""
+    size: int
+    """Bytes, from lstat."""
+    mtime_ns: int
+    """Modification time in nanoseconds."""
+    inode: int
+    """The inode: a file replaced by another of the same size and time still differs."""
+
+
+# -- refresher ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """Bring the tree's index up to date (§5)."""
+
+    deadline: float
+    """Event loop time past which no read starts: 10 s into a search, 60 s into an update."""
+    directory: str | None = None
+    """index-update PATH with a directory: walk it whole, ignored files included."""
+    update: bool = False
+    """An index-update (it records its summary even when nothing changed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Drop a file from the manifest: a live read of it was refused (§3)."""
+
+    path: str
+    """The file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refreshed:
+    """What a refresh did; the summary an update prints and the header a search shows."""
+
+    files: int
+    """Files the index holds now."""
+    read: int
+    """Files read (changed or new)."""
+    unchanged: int
+    """Listed files whose size, time and inode matched the manifest."""
+    removed: int
+    """Files dropped from the index (gone, or refused now)."""
+    skipped: dict[str, int]
+    """Counts by reason: binary, too_large, not_utf8, over_limit."""
+    refused: tuple[str, ...]
+    """Files the guard refused (named, never indexed as empty)."""
+    left_out_unasked: tuple[str, ...]
+    """Files the guard would have asked about: left out, not asked (§3)."""
+    not_read: int
+    """Changed files not read again before the deadline."""
+    partial: bool
+    """The index does not hold the whole tree: over a limit, or not everything was read in time."""
+    over_limit: bool
+    """The tree passed 20,000 files or 128 MiB of text (§2)."""
+    seconds: float
+    """How long the refresh took."""
+    bytes: int
+    """Bytes of text read."""
+    saved: bool = True
+    """Whether the manifest was written (not on a full disk: the search answers from memory)."""
+    store_error: str | None = None
+    """Why the index could not be saved, when it could not."""
+    rebuilt: int = 0
+    """Stored entries found corrupt, foreign or of another version and rebuilt."""
+
+
+# -- indexer --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFiles:
+    """Make the in-memory index match the manifest's keys, then read and index files."""
+
+    target: dict[str, str]
+    """Every file the manifest holds, path to content key, before this refresh's reads."""
+    read: tuple[FileStat, ...]
+    """Files to read (changed or new), in path order."""
+    deadline: float
+    """No read starts past this event loop time."""
+
+
+@dataclass(frozen=True, slots=True)
+class TreeFound:
+    """The outcome of one file the indexer was asked to read."""
+
+    stat: FileStat
+    """The file as listed."""
+    key: str | None
+    """Its content key when indexed."""
+    skip: str | None
+    """binary, not_utf8, too_large, refused, unasked or gone (deleted, or changed to a non-file)."""
+    text_bytes: int = 0
+    """Bytes of text read."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedFiles:
+    """What the indexer did with an IndexFiles."""
+
+    found: tuple[TreeFound, ...]
+    """One per file read before the deadline."""
+    missing: tuple[str, ...]
+    """Files of the target whose stored chunks were gone or unreadable: read them again."""
+    rebuilt: int = 0
+    """Stored records found damaged (and dropped)."""
+    store_error: str | None = None
+    """The first error writing the chunk store, if any (a full disk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTree:
+    """Rank the tree's chunks and read the results live (§6, §7)."""
+
+    query: str
+    """The query as given."""
+    limit: int
+    """How many results, 1 to 20."""
+    path: str | None = None
+    """A file or directory, relative to the root, to narrow to."""
+
+
+@dataclass(frozen=True, slots=True)
+class TreeSearched:
+    """The results of a SearchTree, read from the files now."""
+
+    results: tuple[object, ...]
+    """retrieval.render.RepoResult values, best first."""
+    chunks: int
+    """Chunks ranked."""
+    files: int
+    """Files ranked."""
+    refused: str | None = None
+    """A live read the guard refused: the answer is that refusal (§3)."""
+    refusal: str | None = None
+    """The guard's reason."""
+    gone: tuple[str, ...] = field(default_factory=tuple)
+    """Results left out because their lines are gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaveSnapshot:
+    """Write the tree's whole index to the store, so a new session loads instead of rebuilding."""
+
+
+# -- what the engine answers ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutput:
+    """What index-search answers."""
+
+    scope: str
+    """repo, conversation or earlier."""
+    query: str
+    """The query as given."""
+    text: str
+    """Exactly what the model reads."""
+    header: dict[str, Any]
+    """The header's figures: chunks or events ranked, files, partial, not_read, and its text."""
+    hits: list[dict[str, Any]]
+    """Structured results (CLI.md's JSON)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "query": self.query,
+            "header": self.header,
+            "results": self.hits,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateOutput:
+    """What index-update answers."""
+
+    text: str
+    """What the model reads."""
+    summary: dict[str, Any]
+    """CLI.md's JSON of an update."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.summary)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool call's result as an agent loop hands it to the model."""
+
+    text: str
+    """The text the model reads."""
+    is_error: bool = False
+    """Whether the call failed (bad arguments, a refusal, a disabled scope)."""
+    provenance: str = "external:file"
+    """external:file for the repository, external:log for the conversation and earlier tasks."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """The structured form (the command line's JSON)."""

@@ -1,0 +1,520 @@
+"""The refresher: what a working tree holds, what changed, and its manifest (§2, §4, §5).
+
+Every search and every index-update asks it to refresh. It lists the tree, compares each file's
+size, modification time and inode with the manifest, has the indexer read what changed (the
+indexer does every read), and writes the manifest under its lock, atomically. It never reads a
+file's contents.
+
+Two processes may refresh one tree: the manifest on disk is merged, not overwritten. Under the lock
+a refresh loads the manifest again and applies only the paths it read or removed on top, so neither
+process loses the other's work; each process's in-memory index catches up at its next refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import stat as stat_mod
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from actors._listing import GIT_ENV, GIT_HARDENING, list_tree, walk_dir
+from actors._watch import TreeWatch
+from actors._watch import available as watch_available
+from actors.messages import FileStat, Forget, IndexedFiles, IndexFiles, Refresh, Refreshed
+from bus import Actor, ActorRef
+from errors import FormatError, StoreError
+from guard import Guard
+from store.atomic import file_lock
+from store.manifest import Entry, Manifest, load_manifest, save_manifest
+
+__all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "RefresherActor"]
+
+log = logging.getLogger("actors.refresher")
+
+MAX_FILE_BYTES = 1 << 20  # §2
+MAX_TREE_FILES = 20_000  # §2: a tree indexes at most 20,000 files
+MAX_TREE_BYTES = 128 << 20  # §2: and 128 MiB of text
+# A manifest entry whose key starts with this is a file looked at and not indexed (binary, not
+# UTF-8): it is not read again until it changes.
+SKIP_PREFIX = "!"
+KEPT_SKIPS = frozenset({"binary", "not_utf8"})
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The §2 limits; tests lower them."""
+
+    files: int = MAX_TREE_FILES
+    bytes: int = MAX_TREE_BYTES
+    file_bytes: int = MAX_FILE_BYTES
+
+
+def _stat_all(root: Path, paths: list[str]) -> list[FileStat | None]:
+    """lstat of each path: None for what is gone or not a regular file (links are not followed)."""
+    out: list[FileStat | None] = []
+    lstat = os.lstat
+    is_reg = stat_mod.S_ISREG
+    base = str(root) + os.sep
+    for p in paths:
+        try:
+            st = lstat(base + p)
+        except (OSError, ValueError):
+            out.append(None)
+            continue
+        out.append(
+            FileStat(p, st.st_size, st.st_mtime_ns, st.st_ino) if is_reg(st.st_mode) else None
+        )
+    return out
+
+
+@dataclass
+class Plan:
+    """What a refresh will do before it reads anything."""
+
+    to_read: list[FileStat] = field(default_factory=list)
+    drop: dict[str, Entry | None] = field(default_factory=dict)
+    skipped: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("binary", "too_large", "not_utf8", "over_limit", "denied"), 0
+        )
+    )
+    over: bool = False
+
+
+def _dirs_of(paths: list[str]) -> set[str]:
+    """Every directory holding a listed file, and their parents up to the root ("")."""
+    dirs = {""}
+    for p in paths:
+        d = p.rpartition("/")[0]
+        while d and d not in dirs:
+            dirs.add(d)
+            d = d.rpartition("/")[0]
+    return dirs
+
+
+def _git_dir(root: Path) -> Path | None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_ENV)
+    try:
+        out = subprocess.run(
+            ["git", *GIT_HARDENING, "rev-parse", "--absolute-git-dir"],
+            cwd=root, env=env, capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+
+
+class RefresherActor(Actor):
+    """Owns one working tree's manifest and decides what the indexer reads."""
+
+    def __init__(
+        self,
+        root: Path,
+        manifest_path: Path,
+        indexer: ActorRef,
+        guard: Guard,
+        *,
+        record: Callable[[dict[str, Any]], None] | None = None,
+        limits: Limits | None = None,
+        watch: bool = True,
+    ) -> None:
+        self.root = root
+        self.manifest_path = manifest_path
+        self.lock_path = manifest_path.with_suffix(".lock")
+        self.indexer = indexer
+        self.guard = guard
+        self.record = record
+        self.limits = limits or Limits()
+        self.manifest = Manifest(str(root), 0, {})
+        # The amendment of 2026-10-16: a file found searchable in its present state is not
+        # checked against the pin and the denylist again until its state changes.
+        self._searchable: dict[str, tuple[int, int, int]] = {}
+        self.rebuilt = 0
+        self._fs: dict[str, FileStat | None] | None = None  # the listing as last stat-ed
+        self._pending: set[str] = set()
+        self._extra: list[str] = []
+        self._over = False
+        self._compare_all = False
+        self._disk_sig: tuple[int, int, int] | None = None
+        self._fs_bytes = 0
+        self._n_indexed = 0
+        self._synced: int | None = None  # the manifest generation the indexer last matched
+        self._watch: TreeWatch | None = None
+        self._watch_wanted = watch
+
+    def __repr__(self) -> str:
+        return (
+            f"<RefresherActor root={str(self.root)!r} files={len(self.manifest.entries)} "
+            f"generation={self.manifest.generation}>"
+        )
+
+    async def on_stop(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    async def handle(self, message: object) -> object:
+        match message:
+            case Refresh():
+                return await self._refresh(message)
+            case Forget(path=path):
+                return await asyncio.to_thread(self._forget, path)
+        raise TypeError(f"refresher cannot handle {type(message).__name__}")
+
+    # -- the manifest on disk ---------------------------------------------------------------
+
+    def _load_disk(self) -> Manifest | None:
+        try:
+            return load_manifest(self.manifest_path)
+        except FormatError as e:
+            log.info("manifest %s rebuilt: %s", self.manifest_path, e)
+            self.rebuilt += 1
+            return None
+
+    def _merge_save(self, touched: dict[str, Entry | None], extra: list[str]) -> str | None:
+        """Apply touched paths on top of the manifest on disk, under the lock; the error if any."""
+        try:
+            with file_lock(self.lock_path):
+                disk = self._load_disk()
+                base = disk if disk is not None else self.manifest
+                entries = dict(base.entries)
+                for path, entry in touched.items():
+                    if entry is None:
+                        entries.pop(path, None)
+                    else:
+                        entries[path] = entry
+                generation = max(base.generation, self.manifest.generation) + 1
+                m = Manifest(str(self.root), generation, entries)
+                m.extra = sorted(set(base.extra) | set(extra))
+                m.updated = time.time()
+                if touched or extra or disk is None:
+                    save_manifest(self.manifest_path, m)
+                    st = os.stat(self.manifest_path)
+                    self._disk_sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+                self.manifest = m
+        except (StoreError, OSError, TimeoutError) as e:
+            # A full disk: the index in memory is current, the one on disk is not.
+            m = Manifest(str(self.root), self.manifest.generation, dict(self.manifest.entries))
+            for path, entry in touched.items():
+                if entry is None:
+                    m.entries.pop(path, None)
+                else:
+                    m.entries[path] = entry
+            m.extra = sorted(set(self.manifest.extra) | set(extra))
+            self.manifest = m
+            return str(e)
+        return None
+
+    def _forget(self, path: str) -> None:
+        self._searchable.pop(path, None)
+        self._merge_save({path: None}, [])
+
+    # -- a refresh --------------------------------------------------------------------------
+
+    def _reload_if_changed(self) -> None:
+        """Load the manifest on disk when another process wrote it since we looked (one stat)."""
+        try:
+            st = os.stat(self.manifest_path)
+            sig: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            sig = None
+        if sig == self._disk_sig:
+            return
+        self._disk_sig = sig
+        disk = self._load_disk() if sig is not None else None
+        if disk is not None and disk.generation != self.manifest.generation:
+            self.manifest = disk
+            self._compare_all = True
+
+    def _full_scan(self, directory: str | None) -> list[str]:
+        """List the tree (and the directories index-update added), watch it, and stat every file."""
+        listed, in_git = list_tree(self.root)
+        extra = list(self.manifest.extra)
+        if directory is not None and directory not in extra:
+            extra = [*extra, directory]
+        self._extra = extra
+        if extra:
+            seen = set(listed)
+            for d in extra:
+                start = self.root / d
+                if start.is_dir():
+                    listed.extend(
+                        p
+                        for p in walk_dir(self.root, start, honour_ignores=False, skip_hidden=False)
+                        if p not in seen and not seen.add(p)  # type: ignore[func-returns-value]
+                    )
+        if self._watch is None and self._watch_wanted and in_git is not None:
+            self._start_watch(in_git)
+        if self._watch is not None and not self._watch.broken:
+            dirs = _dirs_of(listed)
+            dirs.update(extra)
+            self._watch.watch_dirs(sorted(dirs))
+            self._watch.drain()  # what happened before the watches existed is in the stats below
+        listed.sort()
+        self._fs = dict(zip(listed, _stat_all(self.root, listed), strict=True))
+        return listed
+
+    def _start_watch(self, in_git: bool) -> None:
+        if not watch_available():
+            self._watch_wanted = False
+            return
+        git_dir = _git_dir(self.root) if in_git else None
+        try:
+            self._watch = TreeWatch(self.root, git_dir)
+        except OSError:
+            self._watch_wanted = False
+
+    def _plan(self, directory: str | None, update: bool) -> Plan:
+        """What to read and what to drop, from a full scan or from what the watch saw."""
+        self._reload_if_changed()
+        changes = self._watch.drain() if self._watch is not None else None
+        full = (
+            update
+            or directory is not None
+            or self._fs is None
+            or changes is None
+            or changes.unknown
+            or self._over
+        )
+        fs = self._fs
+        if not full and changes is not None and fs is not None:
+            for p in changes.created:
+                # A name the listing did not hold: only git knows whether it is ignored.
+                if p not in fs and os.path.isfile(os.path.join(self.root, p)):
+                    full = True
+                    break
+        if full or fs is None or changes is None:
+            listed = self._full_scan(directory)
+            candidates: list[str] = listed
+            fs = self._fs
+            if fs is None:  # pragma: no cover - _full_scan always sets it
+                raise RuntimeError("the full scan left no listing")
+            whole = True
+        else:
+            dirty = sorted((changes.touched | self._pending) & fs.keys())
+            for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):
+                old = fs[p]
+                self._fs_bytes += (st.size if st else 0) - (old.size if old else 0)
+                fs[p] = st
+            if self._fs_bytes > self.limits.bytes or len(fs) > self.limits.files:
+                return self._plan(directory, True)
+            if not self._compare_all:
+                return self._classify_dirty(fs, dirty)
+            candidates = sorted(fs)
+            whole = True
+        self._compare_all = False
+        self._fs_bytes = sum(st.size for st in fs.values() if st is not None)
+        return self._classify(fs, candidates, whole)
+
+    def _classify_dirty(self, fs: dict[str, FileStat | None], dirty: list[str]) -> Plan:
+        """The quick plan: only the touched paths, in a tree under every limit of §2.
+
+        Under the limits every listed file the precheck allows and of at most 1 MiB is indexed,
+        so the other files' standing cannot change and only the dirty ones are looked at.
+        """
+        plan = Plan()
+        entries = self.manifest.entries
+        for path in dirty:
+            st = fs[path]
+            if st is None:
+                self._searchable.pop(path, None)
+                if path in entries:
+                    plan.drop[path] = None
+                continue
+            sig = (st.size, st.mtime_ns, st.inode)
+            if self._searchable.get(path) != sig:
+                if not self.guard.precheck(path).allowed:
+                    self._searchable.pop(path, None)
+                    if path in entries:
+                        plan.drop[path] = None
+                    continue
+                self._searchable[path] = sig
+            if st.size > self.limits.file_bytes:
+                if path in entries:
+                    plan.drop[path] = None
+                continue
+            e = entries.get(path)
+            if e is None or (e.size, e.mtime_ns, e.inode) != sig:
+                plan.to_read.append(st)
+        return plan
+
+    def _classify(self, fs: dict[str, FileStat | None], candidates: list[str], whole: bool) -> Plan:
+        """Compare candidates with the manifest; limits are counted over the whole listing."""
+        plan = Plan()
+        skipped = plan.skipped
+        entries = self.manifest.entries
+        searchable = self._searchable
+        keep: set[str] = set()
+        n_files = 0
+        n_bytes = 0
+        cand = set(candidates) if not whole else None
+        for path, st in fs.items():
+            if st is None:
+                continue
+            sig = (st.size, st.mtime_ns, st.inode)
+            check = cand is None or path in cand
+            if check and searchable.get(path) != sig:
+                if not self.guard.precheck(path).allowed:
+                    skipped["denied"] += 1
+                    searchable.pop(path, None)
+                    continue
+                searchable[path] = sig
+            elif path not in searchable:
+                continue  # refused by the precheck when it was last looked at
+            if st.size > self.limits.file_bytes:
+                skipped["too_large"] += 1
+                continue
+            if n_files + 1 > self.limits.files or n_bytes + st.size > self.limits.bytes:
+                skipped["over_limit"] += 1
+                plan.over = True
+                continue
+            n_files += 1
+            n_bytes += st.size
+            keep.add(path)
+            if not check:
+                continue
+            e = entries.get(path)
+            if e is not None and (e.size, e.mtime_ns, e.inode) == sig:
+                if e.key.startswith(SKIP_PREFIX):
+                    reason = e.key[len(SKIP_PREFIX) :]
+                    skipped[reason] = skipped.get(reason, 0) + 1
+                continue
+            plan.to_read.append(st)
+        plan.drop = {p: None for p in entries if p not in keep}
+        self._over = plan.over
+        return plan
+
+    async def _refresh(self, msg: Refresh) -> Refreshed:
+        t0 = time.perf_counter()
+        plan = await asyncio.to_thread(self._plan, msg.directory, msg.update)
+        to_read, drop, skipped, over = plan.to_read, plan.drop, plan.skipped, plan.over
+        extra = self._extra
+        touched: dict[str, Entry | None] = dict(drop)
+        need_sync = self._synced != self.manifest.generation
+        if not to_read and not drop and not need_sync and not msg.update:
+            # Nothing changed, here or in another process: the index in memory is current.
+            return Refreshed(
+                files=self._n_indexed,
+                read=0,
+                unchanged=len(self.manifest.entries),
+                removed=0,
+                skipped=skipped,
+                refused=(),
+                left_out_unasked=(),
+                not_read=0,
+                partial=over,
+                over_limit=over,
+                seconds=time.perf_counter() - t0,
+                bytes=0,
+            )
+        target = {
+            p: e.key
+            for p, e in self.manifest.entries.items()
+            if p not in drop and not e.key.startswith(SKIP_PREFIX)
+        }
+        for st in to_read:
+            target.pop(st.path, None)
+        done = await self.indexer.ask_as(
+            IndexFiles(target, tuple(to_read), msg.deadline), IndexedFiles
+        )
+        missing = list(done.missing)
+        rounds = [done]
+        if missing:
+            # Records another process stored, since collected or damaged: read those files again.
+            again = [st for st in _stat_all(self.root, sorted(missing)) if st is not None]
+            for st in again:
+                target.pop(st.path, None)
+                touched[st.path] = None
+            done2 = await self.indexer.ask_as(
+                IndexFiles(target, tuple(again), msg.deadline), IndexedFiles
+            )
+            rounds.append(done2)
+        read = 0
+        text_bytes = 0
+        refused: list[str] = []
+        unasked: list[str] = []
+        for r in rounds:
+            for f in r.found:
+                st = f.stat
+                if f.key is not None:
+                    touched[st.path] = Entry(st.size, st.mtime_ns, st.inode, f.key)
+                    read += 1
+                    text_bytes += f.text_bytes
+                elif f.skip in KEPT_SKIPS:
+                    touched[st.path] = Entry(st.size, st.mtime_ns, st.inode, SKIP_PREFIX + f.skip)
+                    skipped[f.skip] += 1
+                    read += 1
+                else:
+                    if f.skip == "refused":
+                        refused.append(st.path)
+                    elif f.skip == "unasked":
+                        unasked.append(st.path)
+                    elif f.skip == "too_large":
+                        skipped["too_large"] += 1
+                    touched[st.path] = None
+        handled = {f.stat.path for r in rounds for f in r.found}
+        not_read = sum(1 for st in to_read if st.path not in handled)
+        # Looked at again at the next refresh whatever the watch says: not read in time, refused
+        # (a budget or a checker may say otherwise next time), or left out unasked.
+        self._pending = {st.path for st in to_read if st.path not in handled}
+        self._pending.update(refused, unasked)
+        store_error = next((r.store_error for r in rounds if r.store_error), None)
+        save_error = None
+        if touched or msg.directory or msg.update:
+            save_error = await asyncio.to_thread(
+                self._merge_save, touched, extra if msg.directory else []
+            )
+        self._synced = self.manifest.generation
+        store_error = store_error or save_error
+        files = sum(1 for e in self.manifest.entries.values() if not e.key.startswith(SKIP_PREFIX))
+        self._n_indexed = files
+        removed = len(drop)
+        result = Refreshed(
+            files=files,
+            read=read,
+            unchanged=max(0, len(self.manifest.entries) - read),
+            removed=removed,
+            skipped=skipped,
+            refused=tuple(sorted(refused)),
+            left_out_unasked=tuple(sorted(unasked)),
+            not_read=not_read,
+            partial=over or not_read > 0,
+            over_limit=over,
+            seconds=time.perf_counter() - t0,
+            bytes=text_bytes,
+            saved=store_error is None,
+            store_error=store_error,
+            rebuilt=self.rebuilt + sum(r.rebuilt for r in rounds),
+        )
+        self.rebuilt = 0
+        if self.record is not None and (msg.update or read or removed or refused or unasked):
+            self.record(update_event(result))
+        return result
+
+
+def update_event(r: Refreshed) -> dict[str, Any]:
+    """The one ``index.update`` record of a build or refresh (§3, the person's answer 3)."""
+    return {
+        "kind": "index.update",
+        "files": r.files,
+        "read": r.read,
+        "unchanged": r.unchanged,
+        "removed": r.removed,
+        "skipped": dict(r.skipped),
+        "refused": list(r.refused),
+        "left_out_unasked": list(r.left_out_unasked),
+        "not_read": r.not_read,
+        "partial": r.partial,
+        "seconds": round(r.seconds, 3),
+        "bytes": r.bytes,
+        "saved": r.saved,
+        "rebuilt": r.rebuilt,
+    }
+

@@ -1,0 +1,326 @@
+"""A working tree's index: chunks ranked by BM25, the path and first line weighted (§6).
+
+A :class:`TreeSegment` is a :class:`~retrieval.bm25.Segment` whose documents are the chunks of a
+list of files, with the table that maps a document back to its file and lines. A
+:class:`TreeIndex` is what a session searches: a base segment (built once, or loaded from the
+store), the files that changed since it was built, held in a small delta segment, and the base
+documents those files replaced, masked out. A change of one file rebuilds only the delta, so a
+search after an edit costs about what a search of an unchanged tree does (the ADR's Go program
+rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from errors import FormatError
+from retrieval.analyze import FileRecord
+from retrieval.bm25 import Part, Segment, merge_segments, search_all
+from retrieval.words import word_counts
+
+__all__ = ["FIRST_LINE_WEIGHT", "PATH_WEIGHT", "TreeHit", "TreeIndex", "TreeSegment"]
+
+# §6: the path's words and the chunk's first line count three times. The first line's words are
+# already counted once as part of the chunk's lines, so they are added twice more.
+PATH_WEIGHT = 3
+FIRST_LINE_WEIGHT = 3
+
+U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeHit:
+    """A ranked chunk."""
+
+    path: str
+    """The file, relative to the tree's root, as git lists it."""
+    start: int
+    """The chunk's first line, 1-based."""
+    end: int
+    """The chunk's last line, inclusive."""
+    score: float
+    """Its BM25 score."""
+
+
+class TreeSegment:
+    """A segment of chunk documents with the files they come from.
+
+    File i's documents are ``file_docs[i]:file_docs[i+1]``; ``starts`` and ``ends`` give each
+    document's lines.
+    """
+
+    __slots__ = ("_file_of_doc", "ends", "file_docs", "files", "keys", "segment", "starts")
+
+    def __init__(  # noqa: PLR0917 - the parts of a segment, always passed in this order
+        self,
+        segment: Segment,
+        files: Sequence[str],
+        keys: Sequence[str],
+        file_docs: I64,
+        starts: U32,
+        ends: U32,
+    ) -> None:
+        self.segment = segment
+        self.files: tuple[str, ...] = tuple(files)
+        self.keys: tuple[str, ...] = tuple(keys)
+        self.file_docs = file_docs
+        self.starts = starts
+        self.ends = ends
+        self._file_of_doc: I64 | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return self.segment.n_docs
+
+    def file_of_doc(self) -> I64:
+        if self._file_of_doc is None:
+            self._file_of_doc = np.repeat(
+                np.arange(len(self.files), dtype=np.int64), np.diff(self.file_docs)
+            )
+        return self._file_of_doc
+
+    def __repr__(self) -> str:
+        return f"<TreeSegment files={len(self.files)} docs={self.n_docs}>"
+
+    @classmethod
+    def build(cls, files: Iterable[tuple[str, str, FileRecord]]) -> TreeSegment:
+        """Index (path, content key, record) triples; a file's chunks become documents in order.
+
+        The vocabularies of all files are mapped to one in a single pass at C speed
+        (``dict.fromkeys`` and ``map``): a first build maps about a million file-local words.
+        """
+        items = list(files)
+        paths = [p for p, _, _ in items]
+        keys = [k for _, k, _ in items]
+        recs = [r for _, _, r in items]
+        path_counts = [word_counts(p) for p in paths]
+        all_words: list[str] = []
+        vocab_off: list[int] = []
+        for rec, pc in zip(recs, path_counts, strict=True):
+            vocab_off.append(len(all_words))
+            all_words.extend(rec.vocab)
+            all_words.extend(pc)
+        ids = {w: i for i, w in enumerate(dict.fromkeys(all_words))}
+        gid = np.fromiter(map(ids.__getitem__, all_words), np.int64, len(all_words))
+        n_per_file = [r.n_chunks for r in recs]
+        pd: list[I64] = []
+        pw: list[I64] = []
+        pt: list[I64] = []
+        base = 0
+        for f, rec in enumerate(recs):
+            n = n_per_file[f]
+            if n == 0:
+                continue
+            off = vocab_off[f]
+            pd.append(base + np.repeat(np.arange(n, dtype=np.int64), np.diff(rec.offsets)))
+            pw.append(gid[off + rec.word.astype(np.int64)])
+            pt.append(
+                rec.body.astype(np.int64) + (FIRST_LINE_WEIGHT - 1) * rec.first.astype(np.int64)
+            )
+            pc = path_counts[f]
+            if pc:
+                # §6: the path's words count three times, in every chunk of the file.
+                k = len(pc)
+                path_ids = gid[off + len(rec.vocab) : off + len(rec.vocab) + k]
+                path_tf = PATH_WEIGHT * np.fromiter(pc.values(), np.int64, k)
+                pd.append(base + np.repeat(np.arange(n, dtype=np.int64), k))
+                pw.append(np.tile(path_ids, n))
+                pt.append(np.tile(path_tf, n))
+            base += n
+        file_docs = np.zeros(len(paths) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(n_per_file, dtype=np.int64), out=file_docs[1:])
+        z = np.zeros(0, dtype=np.int64)
+        segment = Segment.from_pairs(
+            list(ids),
+            base,
+            np.concatenate(pd) if pd else z,
+            np.concatenate(pw) if pw else z,
+            np.concatenate(pt) if pt else z,
+        )
+        zu = np.zeros(0, dtype=np.uint32)
+        starts = [r.starts for r in recs if r.n_chunks]
+        ends = [r.ends for r in recs if r.n_chunks]
+        return cls(
+            segment,
+            paths,
+            keys,
+            file_docs,
+            np.concatenate(starts).astype(np.uint32) if starts else zu,
+            np.concatenate(ends).astype(np.uint32) if ends else zu,
+        )
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "segment": self.segment.to_obj(),
+            "files": "\0".join(self.files).encode("utf-8", "surrogateescape"),
+            "keys": "\0".join(self.keys).encode("ascii"),
+            "n_files": len(self.files),
+            "file_docs": self.file_docs.astype("<i8").tobytes(),
+            "starts": self.starts.astype("<u4").tobytes(),
+            "ends": self.ends.astype("<u4").tobytes(),
+        }
+
+    @classmethod
+    def from_obj(cls, obj: object) -> TreeSegment:
+        """Decode what :meth:`to_obj` made, checking it whole: FormatError otherwise."""
+        if not isinstance(obj, Mapping):
+            raise FormatError("tree segment is not a map: rebuild")
+        try:
+            seg = Segment.from_obj(obj["segment"])
+            files_b, keys_b, n_files = obj["files"], obj["keys"], obj["n_files"]
+            fd_b, st_b, en_b = obj["file_docs"], obj["starts"], obj["ends"]
+        except KeyError as e:
+            raise FormatError(f"tree segment lacks {e.args[0]!r}: rebuild") from None
+        if not (
+            isinstance(files_b, bytes)
+            and isinstance(keys_b, bytes)
+            and isinstance(n_files, int)
+            and all(isinstance(x, bytes) for x in (fd_b, st_b, en_b))
+        ):
+            raise FormatError("tree segment field has the wrong type: rebuild")
+        if len(fd_b) % 8 or len(st_b) % 4 or len(en_b) % 4:
+            raise FormatError("tree segment array length is not whole: rebuild")
+        try:
+            files = files_b.decode("utf-8", "surrogateescape").split("\0") if n_files else []
+            keys = keys_b.decode("ascii").split("\0") if n_files else []
+        except UnicodeDecodeError:
+            raise FormatError("tree segment keys are not ASCII: rebuild") from None
+        file_docs = np.frombuffer(fd_b, dtype="<i8").astype(np.int64)
+        starts = np.frombuffer(st_b, dtype="<u4").astype(np.uint32)
+        ends = np.frombuffer(en_b, dtype="<u4").astype(np.uint32)
+        if len(files) != n_files or len(keys) != n_files or file_docs.shape[0] != n_files + 1:
+            raise FormatError("tree segment file table does not match: rebuild")
+        if file_docs[0] != 0 or file_docs[-1] != seg.n_docs or np.any(np.diff(file_docs) < 0):
+            raise FormatError("tree segment file offsets do not cover its documents: rebuild")
+        if starts.shape[0] != seg.n_docs or ends.shape[0] != seg.n_docs:
+            raise FormatError("tree segment line table does not match: rebuild")
+        return cls(seg, files, keys, file_docs, starts, ends)
+
+
+def _path_mask(files: Sequence[str], file_docs: I64, prefix: str | None) -> npt.NDArray[np.bool_]:
+    """Documents of the files at prefix: the file itself, or anything under the directory."""
+    n = int(file_docs[-1]) if len(file_docs) else 0
+    mask = np.zeros(n, dtype=np.bool_)
+    if prefix is None:
+        mask[:] = True
+        return mask
+    p = prefix.strip("/")
+    under = p + "/"
+    for i, f in enumerate(files):
+        if p in ("", f) or f.startswith(under):
+            mask[int(file_docs[i]) : int(file_docs[i + 1])] = True
+    return mask
+
+
+class TreeIndex:
+    """The index a session searches: a base segment, a delta of changed files, and what they mask.
+
+    ``files`` maps each indexed path to its content key, whichever segment holds it.
+    """
+
+    # Past this many delta documents, or a tenth of the base, the delta is merged into the base.
+    COMPACT_DOCS = 4096
+
+    def __init__(self, base: TreeSegment | None = None) -> None:
+        self._reset(base if base is not None else TreeSegment.build(()))
+
+    def _reset(self, base: TreeSegment) -> None:
+        self.base = base
+        self._base_pos = {f: i for i, f in enumerate(self.base.files)}
+        self._live = np.ones(self.base.n_docs, dtype=np.bool_)
+        self._overrides: dict[str, tuple[str, FileRecord] | None] = {}
+        self.delta = TreeSegment.build(())
+        self.files: dict[str, str] = dict(zip(self.base.files, self.base.keys, strict=True))
+
+    def __repr__(self) -> str:
+        return (
+            f"<TreeIndex files={len(self.files)} base_docs={self.base.n_docs} "
+            f"delta_docs={self.delta.n_docs} overridden={len(self._overrides)}>"
+        )
+
+    @property
+    def n_docs(self) -> int:
+        return int(np.count_nonzero(self._live)) + self.delta.n_docs
+
+    def apply(self, changes: Mapping[str, tuple[str, FileRecord] | None]) -> None:
+        """Replace, add (path -> (key, record)) or remove (path -> None) files."""
+        if not changes:
+            return
+        for path, new in changes.items():
+            i = self._base_pos.get(path)
+            if i is not None:
+                a, b = int(self.base.file_docs[i]), int(self.base.file_docs[i + 1])
+                self._live[a:b] = False
+            if new is None:
+                self.files.pop(path, None)
+                if i is None:
+                    self._overrides.pop(path, None)
+                else:
+                    self._overrides[path] = None
+            else:
+                self.files[path] = new[0]
+                self._overrides[path] = new
+        self.delta = TreeSegment.build(
+            (p, kv[0], kv[1]) for p, kv in self._overrides.items() if kv is not None
+        )
+        if self.delta.n_docs > max(self.COMPACT_DOCS, self.base.n_docs // 10):
+            self.compact()
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the base no longer holds the index as a whole (a snapshot would be stale)."""
+        return bool(self._overrides)
+
+    def compact(self) -> None:
+        """Merge the delta into a new base."""
+        if not self._overrides:
+            return
+        merged, remaps = merge_segments(
+            [(self.base.segment, self._live), (self.delta.segment, None)]
+        )
+        keep_files = [i for i, f in enumerate(self.base.files) if f not in self._overrides]
+        files = [self.base.files[i] for i in keep_files] + list(self.delta.files)
+        keys = [self.base.keys[i] for i in keep_files] + list(self.delta.keys)
+        counts = [int(self.base.file_docs[i + 1] - self.base.file_docs[i]) for i in keep_files]
+        counts += list(np.diff(self.delta.file_docs).tolist())
+        file_docs = np.zeros(len(files) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(counts, dtype=np.int64), out=file_docs[1:])
+        starts = np.concatenate([self.base.starts[self._live], self.delta.starts])
+        ends = np.concatenate([self.base.ends[self._live], self.delta.ends])
+        # merge_segments keeps the live documents in order, base first, so the tables above line
+        # up with its numbering without consulting the remaps.
+        del remaps
+        self._reset(TreeSegment(merged, files, keys, file_docs, starts, ends))
+
+    def search(
+        self, query_words: Sequence[str], limit: int, prefix: str | None = None
+    ) -> list[TreeHit]:
+        """The best chunks for the words; prefix narrows to a file or a directory (§1)."""
+        base_allow = (
+            None if prefix is None else _path_mask(self.base.files, self.base.file_docs, prefix)
+        )
+        delta_allow = (
+            None if prefix is None else _path_mask(self.delta.files, self.delta.file_docs, prefix)
+        )
+        parts = [
+            Part(self.base.segment, self._live if self._overrides else None, base_allow),
+            Part(self.delta.segment, None, delta_allow),
+        ]
+        out: list[TreeHit] = []
+        trees = (self.base, self.delta)
+        for hit in search_all(parts, query_words, limit):
+            t = trees[hit.part]
+            f = int(t.file_of_doc()[hit.doc])
+            out.append(TreeHit(t.files[f], int(t.starts[hit.doc]), int(t.ends[hit.doc]), hit.score))
+        return out
+
+    def snapshot(self) -> TreeSegment:
+        """The whole index as one segment (compacting first)."""
+        self.compact()
+        return self.base

@@ -1,0 +1,118 @@
+"""A tree's index: a base and a delta of changed files rank exactly as one index built afresh."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from errors import FormatError
+from retrieval.analyze import analyze
+from retrieval.tree import TreeIndex, TreeSegment
+
+FILES = {
+    "keychain/bind.go": "func Bind(host string) error {\n\treturn checkHost(host)\n}\n",
+    "keychain/scrub.go": "func ScrubEnv(env []string) []string {\n\treturn env\n}\n",
+    "docs/manual.md": "# Keys\n\nA key is bound to a host.\n\n# Env\n\nThe environment is scrubbed.\n",
+    "server/http.go": "func Serve(port int) {\n\tlisten(port)\n}\n",
+}
+
+
+def triples(files: dict[str, str]) -> list[tuple[str, str, object]]:
+    return [(p, f"k-{p}-{hash(t)}", analyze(t)) for p, t in files.items()]
+
+
+def ranked(
+    index: TreeIndex, q: list[str], prefix: str | None = None
+) -> list[tuple[str, int, float]]:
+    return [(h.path, h.start, h.score) for h in index.search(q, 20, prefix)]
+
+
+def fresh(files: dict[str, str]) -> TreeIndex:
+    return TreeIndex(TreeSegment.build(triples(files)))  # type: ignore[arg-type]
+
+
+QUERIES = [["host"], ["scrub", "env"], ["key", "bound", "host"], ["listen", "port"], ["nothing"]]
+
+
+@pytest.mark.parametrize("q", QUERIES, ids=lambda q: "-".join(q))
+def test_a_delta_of_changed_files_ranks_as_a_fresh_build(q: list[str]) -> None:
+    index = fresh(FILES)
+    changed = dict(FILES)
+    changed["server/http.go"] = "func Serve(port int, host string) {\n\tlisten(host, port)\n}\n"
+    changed["new/env.go"] = "func Env() map[string]string {\n\treturn scrub(os.Environ())\n}\n"
+    del changed["docs/manual.md"]
+    index.apply(
+        {
+            "server/http.go": ("k2", analyze(changed["server/http.go"])),
+            "new/env.go": ("k3", analyze(changed["new/env.go"])),
+            "docs/manual.md": None,
+        }
+    )
+    assert index.dirty
+    # Order of files differs (changed files sit in the delta); scores must not.
+    assert sorted(ranked(index, q)) == sorted(ranked(fresh(changed), q))
+    index.compact()
+    assert not index.dirty
+    assert sorted(ranked(index, q)) == sorted(ranked(fresh(changed), q))
+
+
+def test_a_file_changed_twice_keeps_only_its_last_content() -> None:
+    index = fresh(FILES)
+    index.apply({"keychain/bind.go": ("a", analyze("func Bind() {\n\tzebra()\n}\n"))})
+    index.apply({"keychain/bind.go": ("b", analyze("func Bind() {\n\tyak()\n}\n"))})
+    assert ranked(index, ["zebra"]) == []
+    assert [p for p, _, _ in ranked(index, ["yak"])] == ["keychain/bind.go"]
+    assert index.files["keychain/bind.go"] == "b"
+
+
+def test_a_removed_file_never_ranks_and_a_readded_one_does() -> None:
+    index = fresh(FILES)
+    index.apply({"server/http.go": None})
+    assert ranked(index, ["listen"]) == []
+    index.apply({"server/http.go": ("k", analyze(FILES["server/http.go"]))})
+    assert [p for p, _, _ in ranked(index, ["listen"])] == ["server/http.go"]
+
+
+def test_a_prefix_narrows_to_a_directory_or_a_file() -> None:
+    index = fresh(FILES)
+    assert {p for p, _, _ in ranked(index, ["host"], "keychain")} == {"keychain/bind.go"}
+    assert {p for p, _, _ in ranked(index, ["host"], "docs/manual.md")} == {"docs/manual.md"}
+    assert ranked(index, ["host"], "keychain/bi") == []
+
+
+def test_the_path_and_first_line_weigh_three_times() -> None:
+    index = fresh(
+        {
+            "a/other.txt": "x\nscrub\n",
+            "a/scrub.txt": "x\ny\n",
+        }
+    )
+    hits = ranked(index, ["scrub"])
+    assert hits[0][0] == "a/scrub.txt"
+
+
+def test_a_tree_segment_round_trips_and_rejects_damage() -> None:
+    seg = TreeSegment.build(triples(FILES))  # type: ignore[arg-type]
+    back = TreeSegment.from_obj(seg.to_obj())
+    assert back.files == seg.files
+    assert back.keys == seg.keys
+    assert np.array_equal(back.starts, seg.starts)
+    assert ranked(TreeIndex(back), ["host"]) == ranked(TreeIndex(seg), ["host"])
+    obj = seg.to_obj()
+    obj["n_files"] = 99
+    with pytest.raises(FormatError, match=r"^tree segment file table does not match: rebuild$"):
+        TreeSegment.from_obj(obj)
+    obj = seg.to_obj()
+    obj["starts"] = obj["starts"][:-4]
+    with pytest.raises(FormatError, match=r"^tree segment line table does not match: rebuild$"):
+        TreeSegment.from_obj(obj)
+
+
+def test_many_changes_are_merged_into_the_base() -> None:
+    files = {f"f{i}.py": f"def f{i}():\n    return {i}\n" for i in range(50)}
+    index = fresh(files)
+    index.COMPACT_DOCS = 10  # type: ignore[misc]
+    index.apply({f"f{i}.py": (f"n{i}", analyze(f"def g{i}():\n    pass\n")) for i in range(20)})
+    assert not index.dirty
+    assert len(index.base.files) == 50
+    assert ranked(index, ["g3"])[0][0] == "f3.py"
