@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from errors import FormatError
 from store.codec import encode
 from store.manifest import (
+    VERSION,
     Entry,
     Manifest,
     list_manifests,
@@ -40,6 +41,7 @@ def big_manifest(n: int) -> Manifest:
         cursor="src/pkg3/module_300.py",
         partial=True,
         updated=1_760_000_000.5,
+        extra=["build", "vendor/lib"],
     )
 
 
@@ -122,7 +124,7 @@ def test_a_manifest_that_is_off_raises_format_error(
     tmp_path: Path, change: dict[str, object], message: str
 ) -> None:
     path = tmp_path / "m"
-    path.write_bytes(encode(b"NRMF", 2, payload(**change)))
+    path.write_bytes(encode(b"NRMF", VERSION, payload(**change)))
     with pytest.raises(FormatError, match=message):
         load_manifest(path)
 
@@ -164,7 +166,7 @@ def test_list_manifests_names_only_manifests(tmp_path: Path) -> None:
     )
 
 
-VALID = encode(b"NRMF", 1, payload())
+VALID = encode(b"NRMF", VERSION, payload(extra=["build"]))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
