@@ -1,0 +1,198 @@
+"""store.chunkstore: records stored once per content, and a bad record rebuilt (ADR 0050 §4)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from errors import BadInput
+from retrieval.analyze import ANALYZE_VERSION, analyze
+from store.chunkstore import ChunkStore
+from store.codec import encode
+
+TEXT = (
+    "def scrub_env(env):\n"
+    '    """Drop credentials from ScrubEnv."""\n'
+    "    return {k: v for k, v in env.items() if k != 'API_KEY'}\n"
+    "\n"
+    "class CredentialBinding:\n"
+    "    host = 'localhost'\n"
+)
+
+
+def key_of(text: str) -> str:
+    return ChunkStore.key(hashlib.sha256(text.encode()).hexdigest())
+
+
+def test_a_key_is_the_content_hash_and_the_analyze_version() -> None:
+    digest = hashlib.sha256(b"x").hexdigest()
+    assert ChunkStore.key(digest) == f"{digest}-{ANALYZE_VERSION}"
+
+
+@pytest.mark.parametrize("bad", ["", "ABC", "0" * 63, "g" * 64, "0" * 64 + "\n"])
+def test_a_content_hash_must_be_64_lowercase_hex_digits(bad: str) -> None:
+    with pytest.raises(BadInput, match=r"^a content hash is 64 lowercase hex digits, got .*$"):
+        ChunkStore.key(bad)
+
+
+@pytest.mark.parametrize("bad", ["../x", "0" * 64, "0" * 64 + "-x", "x/" + "0" * 62 + "-1"])
+def test_a_key_the_store_would_not_make_is_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(BadInput, match=r"^.* is not a chunk store key$"):
+        ChunkStore(tmp_path).get(bad)
+
+
+def test_a_record_round_trips_through_the_store(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path / "chunks")
+    record = analyze(TEXT)
+    key = key_of(TEXT)
+    assert store.get(key) is None
+    assert not store.exists(key)
+    written = store.put(key, record)
+    assert store.exists(key)
+    path = tmp_path / "chunks" / key[:2] / f"{key}.ck"
+    assert path.stat().st_size == written
+    assert path.read_bytes()[:4] == b"NRCK"
+    again = ChunkStore(tmp_path / "chunks").get(key)
+    assert again == record
+    assert again is not None
+    assert again.chunk_words(0) == record.chunk_words(0)
+    assert store.stats.misses == 1
+    assert store.stats.written == 1
+
+
+def test_a_record_holds_no_text(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    stored = store.path(key).read_bytes()
+    assert b"'API_KEY'" not in stored
+    assert b"localhost'" not in stored
+
+
+def _corruptions(good: bytes, key: str, other_key: str) -> dict[str, bytes]:
+    return {
+        "truncated": good[: len(good) // 2],
+        "empty": b"",
+        "garbage": os.urandom(200),
+        "foreign magic": b"NRMF" + good[4:],
+        "future version": good[:4] + struct.pack(">H", 2) + good[6:],
+        "another key": encode(b"NRCK", 1, {"key": other_key, "record": {}}, compress=True),
+        "not a record": encode(b"NRCK", 1, {"key": key, "record": {"vocab": 1}}),
+        "not a map": encode(b"NRCK", 1, [key]),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "truncated",
+        "empty",
+        "garbage",
+        "foreign magic",
+        "future version",
+        "another key",
+        "not a record",
+        "not a map",
+    ],
+)
+def test_a_bad_record_is_dropped_counted_and_rebuilt(tmp_path: Path, kind: str) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    good = store.path(key).read_bytes()
+    store.path(key).write_bytes(_corruptions(good, key, key_of("other"))[kind])
+    assert store.get(key) is None
+    assert store.stats.rebuilt == 1
+    assert not store.path(key).exists()
+    store.put(key, analyze(TEXT))
+    assert store.get(key) == analyze(TEXT)
+    assert store.stats.rebuilt == 1
+
+
+def test_a_record_of_an_older_analyze_version_is_never_read(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    digest = hashlib.sha256(TEXT.encode()).hexdigest()
+    old = f"{digest}-{ANALYZE_VERSION - 1}"
+    store.put(old, analyze(TEXT))
+    assert store.get(ChunkStore.key(digest)) is None
+    assert store.stats.rebuilt == 0
+
+
+def test_entries_list_records_with_mtime_and_size_and_touch_renews_them(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    keys = {key_of(t): store.put(key_of(t), analyze(t)) for t in ("a\n", "b\n", TEXT)}
+    (tmp_path / "zz").mkdir(exist_ok=True)
+    (tmp_path / "zz" / "stray.txt").write_text("x")
+    (tmp_path / "README").write_text("x")
+    listed = {k: (m, s) for k, m, s in store.iter_entries()}
+    assert {k: s for k, (_, s) in listed.items()} == keys
+    first = next(iter(keys))
+    long_ago = time.time() - 30 * 86400
+    os.utime(store.path(first), (long_ago, long_ago))
+    assert {k: m for k, m, _ in store.iter_entries()}[first] == pytest.approx(long_ago)
+    store.touch(first)
+    assert {k: m for k, m, _ in store.iter_entries()}[first] > long_ago + 86400
+    store.touch(key_of("never stored"))
+    assert not store.exists(key_of("never stored"))
+
+
+def test_remove_deletes_a_record_and_ignores_a_missing_one(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    store.remove(key)
+    store.remove(key)
+    assert not store.exists(key)
+    assert list(store.iter_entries()) == []
+
+
+def test_an_empty_or_missing_store_lists_nothing(tmp_path: Path) -> None:
+    assert list(ChunkStore(tmp_path / "nowhere").iter_entries()) == []
+
+
+def test_old_temporary_files_are_swept_and_young_ones_kept(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    bucket = store.path(key).parent
+    old = bucket / f".{key}.ck.abc.tmp"
+    young = bucket / f".{key}.ck.def.tmp"
+    old.write_bytes(b"x")
+    young.write_bytes(b"x")
+    long_ago = time.time() - 7200
+    os.utime(old, (long_ago, long_ago))
+    assert store.remove_stale_temp(older_than=3600) == 1
+    assert not old.exists()
+    assert young.exists()
+    assert store.exists(key)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_damaged_record_is_read_whole_or_dropped(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    store = ChunkStore(tmp_path_factory.mktemp("fuzz"))
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    good = bytearray(store.path(key).read_bytes())
+    how = data.draw(st.sampled_from(["flip", "cut", "random"]))
+    if how == "flip":
+        for bit in data.draw(st.lists(st.integers(0, len(good) * 8 - 1), min_size=1, max_size=3)):
+            good[bit // 8] ^= 1 << (bit % 8)
+        damaged = bytes(good)
+    elif how == "cut":
+        damaged = bytes(good[: data.draw(st.integers(0, len(good) - 1))])
+    else:
+        damaged = data.draw(st.binary(max_size=400))
+    store.path(key).write_bytes(damaged)
+    got = store.get(key)
+    assert got is None or got == analyze(TEXT)
+    assert (got is None) == (store.stats.rebuilt == 1)
