@@ -113,8 +113,9 @@ def manifest_path(trees_dir: Path, root: Path | str) -> Path:
 
 
 def manifest_lock(trees_dir: Path, root: Path | str, timeout: float = 30) -> filelock.BaseFileLock:
-    """The lock beside the manifest of ``root`` (§4); hold it from load to save."""
-    return file_lock(Path(trees_dir) / f"{_root_hash(root)}{SUFFIX}.lock", timeout)
+    """The lock beside the manifest of ``root``, ``<h16>.lock`` (§4); hold it from load to save.
+    It is ``manifest_path(...).with_suffix(".lock")``, the name the refresher locks."""
+    return file_lock(manifest_path(trees_dir, root).with_suffix(".lock"), timeout)
 
 
 def _root_hash(root: Path | str) -> str:

@@ -151,7 +151,7 @@ def test_the_manifest_lock_excludes_a_second_refresh(tmp_path: Path) -> None:
     trees = tmp_path / "trees"
     with manifest_lock(trees, tmp_path), pytest.raises(filelock.Timeout):
         manifest_lock(trees, tmp_path, timeout=0.05).acquire()
-    assert (trees / f"{manifest_path(trees, tmp_path).name}.lock").exists()
+    assert manifest_path(trees, tmp_path).with_suffix(".lock").exists()
 
 
 def test_list_manifests_names_only_manifests(tmp_path: Path) -> None:
