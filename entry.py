@@ -46,7 +46,7 @@ from actors.messages import (
 from actors.refresher import Limits, RefresherActor
 from bus import ActorRef, ActorSystem, ProcessPool
 from errors import BadInput, Disabled, GuardRefused, NotFound, RetrievalError
-from guard import Guard, default_guard
+from guard import Decision, Guard, Recorder, default_guard
 from retrieval.render import RepoResult, plural, render_repo
 from retrieval.words import query_words
 from store.chunkstore import ChunkStore
@@ -157,6 +157,7 @@ class Engine:
         data_dir: str | os.PathLike[str] | None = None,
         config_dir: str | os.PathLike[str] | None = None,
         log: str | os.PathLike[str] | None = None,
+        record: Callable[[dict[str, Any]], None] | None = None,
         guard: Guard | None = None,
         checkers: Sequence[Any] = (),
         limits: Limits | None = None,
@@ -164,15 +165,31 @@ class Engine:
     ) -> Engine:
         """Open a session on the working tree at root (its git top level when it is in one).
 
-        ``log`` is this session's ``.jsonl`` (LOG-FORMAT): guard decisions and ``index.update``
-        records are appended to it, and the conversation scope and recall read it.
+        ``log`` is this session's ``.jsonl`` (docs/log-format.md): the conversation scope and
+        recall read it. ``record`` receives each ``guard.decision`` and ``index.update`` event (a
+        dict with its ``kind``): an agent loop that writes its own log passes its own append, so
+        the log keeps one writer. Without it, and with a log, the engine appends to the log
+        itself; with neither, nothing is recorded.
         """
         top, ddir, cdir, key, dirs, config = await asyncio.to_thread(
             _prepare, Path(root), data_dir, config_dir
         )
         log_path = Path(log) if log is not None else None
-        writer = await asyncio.to_thread(_open_log, log_path) if log_path is not None else None
-        recorder = writer.record_decision if writer is not None else None
+        writer: LogWriter | None = None
+        sink: Callable[[dict[str, Any]], None] | None = record
+        if sink is None and log_path is not None:
+            # No sink of the loop's own: the events go to the session log through our writer.
+            writer = await asyncio.to_thread(_open_log, log_path)
+            sink = _log_sink(writer)
+        elif log_path is not None and not log_path.is_file():
+            raise NotFound(f"no log at {log_path}: give the path of this session's .jsonl")
+        recorder: Recorder | None = None
+        if sink is not None:
+            to_log = sink
+
+            def recorder(decision: Decision) -> None:
+                to_log(decision.to_event())
+
         g = guard or default_guard(
             top,
             data_dir=ddir,
@@ -181,15 +198,6 @@ class Engine:
             checkers=checkers,
             recorder=recorder,
         )
-        record: Callable[[dict[str, Any]], None] | None = None
-        if writer is not None:
-            w = writer
-
-            def record(event: dict[str, Any]) -> None:
-                body = dict(event)
-                kind = body.pop("kind")
-                w.append(kind, turn=w.last_turn or 1, **body)
-
         system = ActorSystem()
         pool = ProcessPool(max_workers=workers)
         mpath = manifest_path(dirs.trees, top)
@@ -199,7 +207,7 @@ class Engine:
             restart="restart",
         )  # fmt: skip
         refresher = system.spawn(
-            RefresherActor(top, mpath, indexer, g, record=record, limits=limits),
+            RefresherActor(top, mpath, indexer, g, record=sink, limits=limits),
             name="refresher",
             restart="restart",
         )
@@ -616,6 +624,21 @@ def _prepare(
     cdir = config_dir(config_arg)
     key = project_key(top)
     return top, ddir, cdir, key, project_dirs(ddir, key), load_config(cdir)
+
+
+def _log_sink(writer: LogWriter) -> Callable[[dict[str, Any]], None]:
+    """Events appended to a session log, in the turn the log is in."""
+
+    def sink(event: dict[str, Any]) -> None:
+        body = dict(event)
+        kind = body.pop("kind")
+        body.pop("seq", None)
+        body.pop("ts", None)
+        turn = body.pop("turn", None) or writer.turn
+        agent = body.pop("agent", "main")
+        writer.append(kind, turn=turn, agent=agent, **body)
+
+    return sink
 
 
 def _open_log(path: Path) -> LogWriter:

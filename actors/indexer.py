@@ -144,9 +144,8 @@ class IndexerActor(Actor):
         rebuilt_before = self.store.stats.rebuilt
         changes, missing = await asyncio.to_thread(self._sync, msg.target)
         found: list[TreeFound] = []
-        blobs = await self._read_all(msg.read, msg.deadline, found)
-        analyzed = await self._analyze(blobs, msg.deadline, found)
-        results, store_error = await asyncio.to_thread(self._store_all, analyzed, blobs)
+        analyzed = await self._read_and_analyze(msg.read, msg.deadline, found)
+        results, store_error = await asyncio.to_thread(self._store_all, analyzed)
         for stat, a, rec in results:
             if rec is None:
                 found.append(TreeFound(stat, None, a.skip, a.text_bytes))
@@ -169,7 +168,7 @@ class IndexerActor(Actor):
         )
 
     def _store_all(
-        self, analyzed: list[tuple[FileStat, Analyzed]], blobs: list[tuple[FileStat, bytes]]
+        self, analyzed: list[tuple[FileStat, Analyzed, bytes]]
     ) -> tuple[list[tuple[FileStat, Analyzed, FileRecord | None]], str | None]:
         """Write new records and load the ones the store already held, in one thread hop.
 
@@ -178,8 +177,7 @@ class IndexerActor(Actor):
         """
         out: list[tuple[FileStat, Analyzed, FileRecord | None]] = []
         error: str | None = None
-        data_of: dict[FileStat, bytes] | None = None
-        for stat, a in analyzed:
+        for stat, a, data in analyzed:
             if a.skip is not None:
                 out.append((stat, a, None))
                 continue
@@ -191,9 +189,7 @@ class IndexerActor(Actor):
                     out.append((stat, a, rec))
                     continue
                 # Stored when the worker looked, gone or damaged since: analyse it here.
-                if data_of is None:
-                    data_of = dict(blobs)
-                rec = analyze_blob(stat.path, data_of[stat], None).record
+                rec = analyze_blob(stat.path, data, None).record
                 if rec is None:
                     out.append((stat, a, None))
                     continue
@@ -205,15 +201,46 @@ class IndexerActor(Actor):
             out.append((stat, a, rec))
         return out, error
 
-    async def _read_all(
+    async def _read_and_analyze(
         self, stats: Sequence[FileStat], deadline: float, found: list[TreeFound]
-    ) -> list[tuple[FileStat, bytes]]:
-        """Read files through the guard, in path order, starting none past the deadline."""
+    ) -> list[tuple[FileStat, Analyzed, bytes]]:
+        """Read files through the guard in path order and analyse each as it arrives.
+
+        Reading and analysis overlap: a small batch is analysed here file by file as each read
+        completes, a big one goes to the process pool a megabyte at a time while the rest is
+        still being read. No read and no analysis starts past the deadline, and nothing is
+        awaited past it (§5): what is not done by then is simply not in this refresh.
+        """
         loop = asyncio.get_running_loop()
+        chunks_dir = str(self.store.directory)
+        use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
         sem = asyncio.Semaphore(READ_CONCURRENCY)
-        out: dict[int, tuple[FileStat, bytes]] = {}
+        done: dict[int, tuple[FileStat, Analyzed, bytes]] = {}
+        batch: list[tuple[int, FileStat, bytes]] = []
+        batch_bytes = 0
+        pool_tasks: list[asyncio.Task[None]] = []
+
+        async def analyse_batch(items: list[tuple[int, FileStat, bytes]]) -> None:
+            assert self.pool is not None
+            blobs = [(st.path, data) for _, st, data in items]
+            try:
+                res = await self.pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
+            except DeadlineExceeded:
+                return  # not analysed in time: not read, for this refresh
+            except WorkerError as e:
+                log.warning("a worker failed on a batch (%s); analysing it here", e)
+                res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
+            for (i, st, data), a in zip(items, res, strict=True):
+                done[i] = (st, a, data)
+
+        def flush() -> None:
+            nonlocal batch, batch_bytes
+            if batch:
+                pool_tasks.append(asyncio.create_task(analyse_batch(batch)))
+                batch, batch_bytes = [], 0
 
         async def one(i: int, st: FileStat) -> None:
+            nonlocal batch_bytes
             async with sem:
                 if loop.time() >= deadline:
                     return
@@ -223,23 +250,30 @@ class IndexerActor(Actor):
                     found.append(TreeFound(st, None, skip))
                     return
                 data = await self._read_file(st.path)
-                if data is None:
-                    found.append(TreeFound(st, None, "gone"))
-                elif len(data) > MAX_FILE_BYTES:
-                    found.append(TreeFound(st, None, "too_large"))
-                else:
-                    out[i] = (st, data)
+            if data is None:
+                found.append(TreeFound(st, None, "gone"))
+            elif len(data) > MAX_FILE_BYTES:
+                found.append(TreeFound(st, None, "too_large"))
+            elif use_pool:
+                batch.append((i, st, data))
+                batch_bytes += len(data)
+                if batch_bytes >= BATCH_BYTES:
+                    flush()
+            elif loop.time() < deadline:
+                done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
 
-        tasks = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
+        readers = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
         try:
-            remaining = deadline - loop.time()
-            if tasks and remaining > 0:
-                await asyncio.wait(tasks, timeout=remaining)
+            if readers:
+                await asyncio.wait(readers, timeout=max(0.0, deadline - loop.time()))
+            flush()
+            if pool_tasks:
+                await asyncio.wait(pool_tasks, timeout=max(0.0, deadline - loop.time()))
         finally:
-            for t in tasks:
+            for t in (*readers, *pool_tasks):
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return [out[i] for i in sorted(out)]
+            await asyncio.gather(*readers, *pool_tasks, return_exceptions=True)
+        return [done[i] for i in sorted(done)]
 
     async def _read_file(self, rel: str) -> bytes | None:
         """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file."""
@@ -256,51 +290,6 @@ class IndexerActor(Actor):
         except OSError as e:
             log.info("cannot read %s: %s", rel, e)
             return None
-
-    async def _analyze(
-        self,
-        blobs: list[tuple[FileStat, bytes]],
-        deadline: float,
-        found: list[TreeFound],
-    ) -> list[tuple[FileStat, Analyzed]]:
-        """Analyse blobs, in the pool when they are many; what misses the deadline is not read."""
-        total = sum(len(b) for _, b in blobs)
-        chunks_dir = str(self.store.directory)
-        if self.pool is None or total < POOL_MIN_BYTES:
-            out = []
-            loop = asyncio.get_running_loop()
-            for i, (st, data) in enumerate(blobs):
-                if loop.time() >= deadline:
-                    found.extend(TreeFound(s, None, "late") for s, _ in blobs[i:])
-                    break
-                out.append((st, analyze_blob(st.path, data, chunks_dir)))
-                if i % 64 == 63:
-                    await asyncio.sleep(0)  # let other actors run during a long batch
-            return out
-        batches: list[list[tuple[FileStat, bytes]]] = [[]]
-        size = 0
-        for st, data in blobs:
-            if size >= BATCH_BYTES:
-                batches.append([])
-                size = 0
-            batches[-1].append((st, data))
-            size += len(data)
-        pool = self.pool
-
-        async def run(batch: list[tuple[FileStat, bytes]]) -> list[tuple[FileStat, Analyzed]]:
-            items = [(st.path, data) for st, data in batch]
-            try:
-                res = await pool.run(analyze_batch, items, chunks_dir, deadline=deadline)
-            except DeadlineExceeded:
-                found.extend(TreeFound(st, None, "late") for st, _ in batch)
-                return []
-            except WorkerError as e:
-                log.warning("a worker failed on a batch (%s); analysing it here", e)
-                res = [analyze_blob(p, d, chunks_dir) for p, d in items]
-            return list(zip((st for st, _ in batch), res, strict=True))
-
-        results = await asyncio.gather(*(run(b) for b in batches))
-        return [pair for r in results for pair in r]
 
     def _should_snapshot(self) -> bool:
         """Whether to write the snapshot now: first build, or the delta was merged into the base."""

@@ -123,7 +123,7 @@ class TreeFound:
     key: str | None
     """Its content key when indexed."""
     skip: str | None
-    """binary, not_utf8, too_large, refused, unasked or gone (deleted, or changed to a non-file)."""
+    """binary, not_utf8, too_large, refused, unasked or gone (deleted, or no longer a file)."""
     text_bytes: int = 0
     """Bytes of text read."""
 

@@ -29,7 +29,7 @@ from actors._watch import available as watch_available
 from actors.messages import FileStat, Forget, IndexedFiles, IndexFiles, Refresh, Refreshed
 from bus import Actor, ActorRef
 from errors import FormatError, StoreError
-from guard import Guard
+from guard import Guard, precheck_all
 from store.atomic import file_lock
 from store.manifest import Entry, Manifest, load_manifest, save_manifest
 
@@ -214,6 +214,7 @@ class RefresherActor(Actor):
 
     def _forget(self, path: str) -> None:
         self._searchable.pop(path, None)
+        self._pending.add(path)  # looked at again at the next refresh, watch or not
         self._merge_save({path: None}, [])
 
     # -- a refresh --------------------------------------------------------------------------
@@ -355,13 +356,23 @@ class RefresherActor(Actor):
         n_files = 0
         n_bytes = 0
         cand = set(candidates) if not whole else None
+        # The pin and denylist checks of every file not found searchable in its present state,
+        # in one batch: the guard resolves each directory once (amendment 2026-10-16).
+        need = [
+            p
+            for p, st in fs.items()
+            if st is not None
+            and (cand is None or p in cand)
+            and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
+        ]
+        verdicts = dict(zip(need, precheck_all(self.guard, need), strict=True))
         for path, st in fs.items():
             if st is None:
                 continue
             sig = (st.size, st.mtime_ns, st.inode)
             check = cand is None or path in cand
             if check and searchable.get(path) != sig:
-                if not self.guard.precheck(path).allowed:
+                if not verdicts[path].allowed:
                     skipped["denied"] += 1
                     searchable.pop(path, None)
                     continue
@@ -517,4 +528,3 @@ def update_event(r: Refreshed) -> dict[str, Any]:
         "saved": r.saved,
         "rebuilt": r.rebuilt,
     }
-
