@@ -28,7 +28,6 @@ from typing import Any
 
 from actors.conversation import ConversationActor, LogSearch, Recall
 from actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
-
 from actors.embedder import EmbedderActor, EmbedStatus
 from actors.gc import Collect, GcActor
 from actors.indexer import IndexerActor
@@ -895,7 +894,7 @@ def _status_text(st: dict[str, Any]) -> str:
 
 def _run_async(coro: Any) -> Any:
     try:
-        import uvloop
+        import uvloop  # noqa: PLC0415 - optional: it does not install everywhere
     except ImportError:  # not on this platform
         return asyncio.run(coro)
     return uvloop.run(coro)

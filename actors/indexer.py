@@ -220,11 +220,14 @@ class IndexerActor(Actor):
         batch_bytes = 0
         pool_tasks: list[asyncio.Task[None]] = []
 
+        pool = self.pool
+
         async def analyse_batch(items: list[tuple[int, FileStat, bytes]]) -> None:
-            assert self.pool is not None
+            if pool is None:  # pragma: no cover - batches are made only when there is a pool
+                return
             blobs = [(st.path, data) for _, st, data in items]
             try:
-                res = await self.pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
+                res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
             except DeadlineExceeded:
                 return  # not analysed in time: not read, for this refresh
             except WorkerError as e:

@@ -1,4 +1,4 @@
-"""The command line as a person and outside checks use it: a real process, its exit status and JSON."""
+"""The command line as people and outside checks use it: a process, its exit status, its JSON."""
 
 from __future__ import annotations
 
