@@ -1,0 +1,834 @@
+"""The events of a log as the conversation and earlier-task searches see them (ADR 0050 §8, §9).
+
+Pure functions, no I/O: which events are ranked, an event's text with the lines recall numbers,
+the words it is indexed by and their weights, the call a result answers, a turn's card, and how a
+search's results and a recall are rendered.
+
+One text, two uses. :func:`event_text` gives the lines a recall shows and numbers; the words an
+event is indexed by (:func:`event_counts`) are the words of those same lines (less the lines of a
+search's own calls, below), redacted the same way. So the three lines a search shows under a result
+are numbered as a recall of that event numbers them, and a word that ranked an event is a word a
+recall of it shows (§8: "numbered as recall numbers them").
+
+What is ranked (§8, LOG-FORMAT.md): the person's messages (their attachments as attached files),
+nodwyn's messages in the main context, attached files, plans, summaries, compaction notes, replies
+with their tool calls and tool results with the call each answers, in the main context and in
+helper agents' (labelled with the agent). Not thinking, guard, egress, request or note records,
+not llm.req, embed.req, index.update or turn.end, and no call or result of a search or a recall
+(``index-search``, ``recall``, ``memory-search``, ``memory-read``): their results repeat other
+events, and their calls would make a search find itself. A reply that made such a call is still
+ranked by its text and its other calls; the line of that call is shown by recall but never ranked.
+nodwyn's messages to a helper agent repeat the request and the helper's instructions, so a
+``nodwyn.message`` whose agent is not ``main`` is left out (the amendment "the clients made
+usable").
+
+Weights (§8): a tool result's call (its name and arguments) counts three times its output, as a
+repository chunk's path and first line count three times (§6); an attached file's name counts
+three times its text, for the same reason.
+
+Everything shown or indexed is redacted first (§3, ADR 43): no known credential shape reaches a
+``.mem``, a result or a recall.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guard.redact import redact
+from retrieval.chunks import split_lines
+from retrieval.render import best_lines, clip, plural
+from retrieval.words import word_counts, words
+
+__all__ = [
+    "CALL_WEIGHT",
+    "CARD_LINE_CHARS",
+    "EVENTS_VERSION",
+    "MAIN",
+    "NAME_WEIGHT",
+    "NEVER_RANKED",
+    "RANKED_KINDS",
+    "SELF_TOOLS",
+    "Call",
+    "Card",
+    "CardMaker",
+    "EventText",
+    "LogHit",
+    "Memo",
+    "agent_of",
+    "event_counts",
+    "event_fields",
+    "event_text",
+    "hit_json",
+    "is_ranked",
+    "kind_of",
+    "matched_lines",
+    "render_hits",
+    "render_recall",
+    "seq_ranges",
+    "text_counts",
+    "turn_of",
+    "unread_reason",
+]
+
+EVENTS_VERSION = 1
+"""Bumped whenever what an event is indexed by changes (its text, weights, what is ranked): it is
+part of a ``.mem``'s validity, so every ``.mem`` is rebuilt after a change."""
+
+MAIN = "main"
+"""The agent of the main context (LOG-FORMAT.md)."""
+
+RANKED_KINDS = frozenset(
+    {
+        "person.message",
+        "nodwyn.message",
+        "attachment",
+        "plan",
+        "summary",
+        "compaction",
+        "llm.resp",
+        "tool.result",
+    }
+)
+"""The kinds a search ranks and recall reads (§8); see :func:`is_ranked` for the exceptions."""
+
+NEVER_RANKED = frozenset(
+    {
+        "thinking",
+        "guard.decision",
+        "egress",
+        "request",
+        "note",
+        "llm.req",
+        "embed.req",
+        "index.update",
+        "turn.end",
+    }
+)
+"""Kinds LOG-FORMAT.md names as never ranked. An unknown kind is never ranked either."""
+
+SELF_TOOLS = frozenset({"index-search", "recall", "memory-search", "memory-read"})
+"""Calls whose results repeat other events and whose calls would make a search find itself."""
+
+CALL_WEIGHT = 3
+"""§8: a tool result's call counts three times its output."""
+NAME_WEIGHT = 3
+"""An attached file's name counts three times its text, as a chunk's path does (§6)."""
+CARD_LINE_CHARS = 100
+"""A card holds the first line of its turn's first person.message, cut at this many characters."""
+CALL_CHARS = 160
+"""A call shown in a result's line or a recall's header is cut here (a write's whole content is
+an argument; recall's body shows it whole)."""
+
+
+# -- the fields of an event ---------------------------------------------------------------------
+
+
+def kind_of(event: Mapping[str, Any]) -> str:
+    kind = event.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
+def agent_of(event: Mapping[str, Any]) -> str:
+    """The event's agent; ``main`` when the field is missing or not a name."""
+    agent = event.get("agent")
+    return agent if isinstance(agent, str) and agent else MAIN
+
+
+def turn_of(event: Mapping[str, Any]) -> int:
+    """The event's turn; 0 when the field is missing or not a turn number."""
+    turn = event.get("turn")
+    return turn if type(turn) is int and turn > 0 else 0
+
+
+def _seq_of(event: Mapping[str, Any]) -> int:
+    seq = event.get("seq")
+    return seq if type(seq) is int else 0
+
+
+def _ts_of(event: Mapping[str, Any]) -> str:
+    ts = event.get("ts")
+    return ts if isinstance(ts, str) else ""
+
+
+def _as_text(value: object) -> str:
+    """A text field as a string: a string as is, nothing as empty, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return _json(value, indent=2)
+
+
+def _json(value: object, indent: int | None = None) -> str:
+    try:
+        return json.dumps(
+            value,
+            ensure_ascii=False,
+            indent=indent,
+            separators=(",", ": ") if indent else (", ", ": "),
+        )
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call: in a reply's ``calls``, or the call a tool result answers."""
+
+    id: str
+    """The call's id, which its result's ``call_id`` names."""
+    name: str
+    """The tool's name (``fs-read``)."""
+    args: Any
+    """The arguments as the log holds them (redacted when this came from :func:`event_text`)."""
+
+    @property
+    def text(self) -> str:
+        """``fs-read {"path": "keychain/bind.go"}``: the words a result's call is ranked by."""
+        name = self.name or "an unnamed call"
+        if self.args is None or self.args == {}:
+            return name
+        return f"{name} {_json(self.args)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "args": self.args}
+
+
+def _call_of(raw: object, *, id_key: str = "id") -> Call:
+    if not isinstance(raw, Mapping):
+        return Call("", "", None)
+    cid = raw.get(id_key)
+    name = raw.get("name")
+    return Call(
+        cid if isinstance(cid, str) else ("" if cid is None else str(cid)),
+        name if isinstance(name, str) else "",
+        raw.get("args"),
+    )
+
+
+def _calls_of(event: Mapping[str, Any]) -> tuple[Call, ...]:
+    raw = event.get("calls")
+    if not isinstance(raw, list):
+        return ()
+    return tuple(_call_of(c) for c in raw)
+
+
+def _redacted_call(call: Call) -> tuple[Call, int]:
+    """The call with credentials redacted from its arguments (and name), and how many."""
+    name = redact(call.name)
+    if call.args is None:
+        return Call(call.id, name.text, None), name.count
+    shown = redact(_json(call.args))
+    if not shown.count:
+        return Call(call.id, name.text, call.args), name.count
+    try:
+        args: Any = json.loads(shown.text)
+    except ValueError:
+        args = shown.text
+    return Call(call.id, name.text, args), name.count + shown.count
+
+
+def unread_reason(event: Mapping[str, Any]) -> str | None:
+    """Why this event is never ranked nor recalled (``a guard.decision``); None when it is ranked.
+
+    The reason reads after "seq N is": ``seq 3 is a guard.decision, which recall does not read``.
+    """
+    kind = kind_of(event)
+    if kind not in RANKED_KINDS:
+        return f"a {kind}" if kind else "an event without a kind"
+    if kind == "nodwyn.message" and agent_of(event) != MAIN:
+        return f"a nodwyn.message in {agent_of(event)}'s context"
+    if kind == "tool.result":
+        name = event.get("name")
+        if isinstance(name, str) and name in SELF_TOOLS:
+            return f"a result of {name}"
+    return None
+
+
+def is_ranked(event: Mapping[str, Any]) -> bool:
+    """Whether a search ranks this event (and so recall reads it)."""
+    return unread_reason(event) is None
+
+
+# -- one event's text ----------------------------------------------------------------------------
+
+
+def _segments(event: Mapping[str, Any]) -> tuple[list[tuple[str, bool]], Call | None, str]:
+    """The event's body as segments ``(text, ranked)`` in order, its call, and its title.
+
+    The body's lines are the segments' lines in order. A segment not ranked is a line of a call a
+    search makes (SELF_TOOLS): shown by recall, never indexed.
+    """
+    kind = kind_of(event)
+    call: Call | None = None
+    title = ""
+    segs: list[tuple[str, bool]] = []
+    if kind == "tool.result":
+        call = _call_of(
+            {"id": event.get("call_id"), "name": event.get("name"), "args": event.get("args")}
+        )
+        segs.append((_as_text(event.get("output")), True))
+    elif kind == "llm.resp":
+        segs.append((_as_text(event.get("text")), True))
+        for c in _calls_of(event):
+            segs.append((f"call {c.text}", c.name not in SELF_TOOLS))
+    elif kind == "compaction":
+        segs.append((_as_text(event.get("note")), True))
+    elif kind == "attachment":
+        name = event.get("name")
+        title = name if isinstance(name, str) else ""
+        segs.append((_as_text(event.get("text")), True))
+    else:
+        segs.append((_as_text(event.get("text")), True))
+        attachments = event.get("attachments") if kind == "person.message" else None
+        if isinstance(attachments, list):
+            for a in attachments:
+                if not isinstance(a, Mapping):
+                    continue
+                name = a.get("name")
+                segs.append((f"[attachment {name if isinstance(name, str) else ''}]", True))
+                segs.append((_as_text(a.get("text")), True))
+    return segs, call, title
+
+
+def _joined(segs: Iterable[str]) -> str:
+    """Segments joined so that each starts a line of its own."""
+    out: list[str] = []
+    for s in segs:
+        if out and not out[-1].endswith("\n"):
+            out.append("\n")
+        out.append(s)
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class EventText:
+    """One ranked event as recall shows it and a search numbers its lines: redacted."""
+
+    seq: int
+    """The event's seq."""
+    kind: str
+    """Its kind."""
+    turn: int
+    """The turn that holds it (0 when the log does not say)."""
+    agent: str
+    """``main`` or the helper agent whose context it is in."""
+    ts: str
+    """Its time as the log holds it."""
+    lines: tuple[str, ...]
+    """The body's lines; line n is ``lines[n - 1]``."""
+    call: Call | None = None
+    """For a tool result, the call it answers."""
+    calls: tuple[Call, ...] = ()
+    """For a reply, its tool calls in order."""
+    hidden: frozenset[int] = frozenset()
+    """Lines (1-based) that are a search's own calls: shown, never ranked nor offered as a match."""
+    error: bool = False
+    """A tool result that is an error."""
+    title: str = ""
+    """An attached file's name."""
+    redacted: int = 0
+    """How many credentials redaction replaced."""
+
+    @property
+    def label(self) -> str:
+        """What the event is, in a result's line: its kind, or ``compaction note`` for one."""
+        return "compaction note" if self.kind == "compaction" else self.kind
+
+    def describe(self) -> str:
+        """``tool.result (explorer) of fs-read {"path": "x"}``: kind, agent unless main, call."""
+        out = self.label
+        if self.agent != MAIN:
+            out += f" ({self.agent})"
+        if self.call is not None:
+            out += f" of {clip(self.call.text, CALL_CHARS)}"
+            if self.error:
+                out += " (error)"
+        if self.title:
+            out += f" {clip(self.title, CALL_CHARS)}"
+        return out
+
+
+def event_text(event: Mapping[str, Any]) -> EventText:
+    """The event's redacted text in lines, as recall shows it and a search numbers it."""
+    segs, call, title = _segments(event)
+    body = redact(_joined(s for s, _ in segs))
+    lines = tuple(split_lines(body.text))
+    hidden: set[int] = set()
+    if not all(ranked for _, ranked in segs):
+        n = 0
+        for text, ranked in segs:
+            k = max(len(split_lines(text)), 1)
+            if not ranked:
+                hidden.update(range(n + 1, n + k + 1))
+            n += k
+    count = body.count
+    calls: list[Call] = []
+    for c in _calls_of(event):
+        rc, k = _redacted_call(c)
+        calls.append(rc)
+        count += k
+    if call is not None:
+        call, k = _redacted_call(call)
+        count += k
+    shown_title = redact(title)
+    return EventText(
+        seq=_seq_of(event),
+        kind=kind_of(event),
+        turn=turn_of(event),
+        agent=agent_of(event),
+        ts=_ts_of(event),
+        lines=lines,
+        call=call,
+        calls=tuple(calls),
+        hidden=frozenset(hidden),
+        error=event.get("error") is True,
+        title=shown_title.text,
+        redacted=count + shown_title.count,
+    )
+
+
+Memo = dict[str, dict[str, int]]
+"""Word counts of texts already seen in one build: a log reads the same file again and again (the
+ADR counts 2,172 repeated reads in 3,864), and counting a text's words once is enough."""
+
+
+def text_counts(text: str, memo: Memo | None = None) -> dict[str, int]:
+    """The words of text, redacted first, with their counts. The dict may be one of memo's
+    values: do not change it."""
+    if memo is not None:
+        got = memo.get(text)
+        if got is not None:
+            return got
+    counts = word_counts(redact(text).text) if text else {}
+    if memo is not None:
+        memo[text] = counts
+    return counts
+
+
+def event_fields(event: Mapping[str, Any]) -> list[tuple[str, int]] | None:
+    """The texts an event is indexed by, each with its weight; None when it is not ranked.
+
+    The ranked lines of :func:`event_text` (before redaction, which :func:`text_counts` applies)
+    with weight 1, a result's call with :data:`CALL_WEIGHT`, an attached file's name with
+    :data:`NAME_WEIGHT`.
+    """
+    if not is_ranked(event):
+        return None
+    segs, call, title = _segments(event)
+    body = segs[0][0] if len(segs) == 1 else _joined(s for s, ranked in segs if ranked)
+    out = [(body, 1)]
+    if call is not None:
+        out.append((call.text, CALL_WEIGHT))
+    if title:
+        out.append((title, NAME_WEIGHT))
+    return out
+
+
+def event_counts(event: Mapping[str, Any], memo: Memo | None = None) -> dict[str, int] | None:
+    """The weighted word counts an event is indexed by; None when it is not ranked.
+
+    The words of :func:`event_text`'s lines, less hidden ones, with a result's call counted
+    :data:`CALL_WEIGHT` times and an attached file's name :data:`NAME_WEIGHT` times.
+    """
+    fields = event_fields(event)
+    if fields is None:
+        return None
+    out: dict[str, int] = {}
+    get = out.get
+    for text, weight in fields:
+        for w, c in text_counts(text, memo).items():
+            out[w] = get(w, 0) + c * weight
+    return out
+
+
+# -- cards ---------------------------------------------------------------------------------------
+
+
+def _day_time(ts: str) -> str:
+    """``2026-10-15T09:00:03.120Z`` as ``2026-10-15 09:00``; anything else as it is, cut."""
+    if len(ts) >= 16 and ts[10] in "Tt ":
+        return f"{ts[:10]} {ts[11:16]}"
+    return clip(ts, 32)
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A line about one turn (LOG-FORMAT.md, ADR 51): what results are grouped under."""
+
+    turn: int
+    """The turn's number."""
+    first: int
+    """Its first event's seq."""
+    last: int
+    """Its last event's seq so far."""
+    start: str
+    """Its first event's time, as the log holds it."""
+    line: str
+    """The first line of its first person.message, redacted and cut at 100 characters."""
+    calls: int
+    """How many tool calls its replies made (every agent's)."""
+    events: int
+    """How many events it holds."""
+    compactions: tuple[int, ...] = ()
+    """The seqs of the compaction notes it holds."""
+    whole: bool = True
+    """Whether a ``turn.end`` closed it."""
+
+    def text(self) -> str:
+        """``turn 3 · seq 41-87 · 2026-10-15 09:00 · "Why ...?" · 12 tool calls``."""
+        parts = [f"turn {self.turn}"]
+        parts.append(
+            f"seq {self.first}" if self.first == self.last else f"seq {self.first}-{self.last}"
+        )
+        if self.start:
+            parts.append(_day_time(self.start))
+        parts.append(f'"{self.line}"' if self.line else "no message from the person")
+        parts.append(plural(self.calls, "tool call"))
+        if self.compactions:
+            seqs = ", ".join(str(s) for s in self.compactions)
+            parts.append(f"compacted at seq {seqs}")
+        if not self.whole:
+            parts.append("not finished")
+        return " · ".join(parts)
+
+    def to_obj(self) -> list[Any]:
+        return [
+            self.turn,
+            self.first,
+            self.last,
+            self.start,
+            self.line,
+            self.calls,
+            self.events,
+            list(self.compactions),
+        ]
+
+    @classmethod
+    def from_obj(cls, obj: object) -> Card:
+        """What :meth:`to_obj` made; ValueError when it is not that."""
+        if not isinstance(obj, list) or len(obj) != 8:
+            raise ValueError("a card is a list of 8 fields")
+        turn, first, last, start, line, calls, events, comp = obj
+        ints = (turn, first, last, calls, events)
+        if not all(type(v) is int and 0 <= v < 2**63 for v in ints):
+            raise ValueError("a card's numbers are whole numbers")
+        if not isinstance(start, str) or not isinstance(line, str) or not isinstance(comp, list):
+            raise ValueError("a card's fields have the wrong types")
+        if not all(type(s) is int and 0 <= s < 2**63 for s in comp):
+            raise ValueError("a card's compactions are seqs")
+        return cls(turn, first, last, start, line, calls, events, tuple(comp))
+
+
+def _first_line(text: str) -> str:
+    for line in split_lines(text):
+        if line.strip():
+            return clip(line.strip(), CARD_LINE_CHARS)
+    return ""
+
+
+@dataclass(slots=True)
+class _Turn:
+    first: int
+    last: int
+    start: str
+    line: str | None = None
+    calls: int = 0
+    events: int = 0
+    compactions: list[int] = field(default_factory=list)
+
+
+class CardMaker:
+    """Folds events, in log order, into one card per turn."""
+
+    def __init__(self) -> None:
+        self._turns: dict[int, _Turn] = {}
+        self._closed: set[int] = set()
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        turn = turn_of(event)
+        if not turn:
+            return
+        seq = _seq_of(event)
+        t = self._turns.get(turn)
+        if t is None:
+            t = self._turns[turn] = _Turn(seq, seq, _ts_of(event))
+        t.last = max(t.last, seq)
+        t.events += 1
+        kind = kind_of(event)
+        if kind == "person.message" and t.line is None:
+            t.line = redact(_first_line(_as_text(event.get("text")))).text
+        elif kind == "llm.resp":
+            t.calls += len(_calls_of(event))
+        elif kind == "compaction":
+            t.compactions.append(seq)
+        elif kind == "turn.end":
+            self._closed.add(turn)
+
+    def cards(self) -> list[Card]:
+        """Every turn's card, in turn order."""
+        return [
+            Card(
+                turn=n,
+                first=t.first,
+                last=t.last,
+                start=t.start,
+                line=t.line or "",
+                calls=t.calls,
+                events=t.events,
+                compactions=tuple(t.compactions),
+                whole=n in self._closed,
+            )
+            for n, t in sorted(self._turns.items())
+        ]
+
+
+def seq_ranges(seqs: Iterable[int]) -> str:
+    """``41-60, 62, 64-87``: seqs in order, runs of consecutive ones as ranges."""
+    out: list[str] = []
+    run: list[int] = []
+    for s in sorted(set(seqs)):
+        if run and s == run[-1] + 1:
+            run.append(s)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [s]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ", ".join(out)
+
+
+# -- a search's results -------------------------------------------------------------------------
+
+
+def matched_lines(et: EventText, query_words: Sequence[str], n: int = 3) -> list[tuple[int, str]]:
+    """The n lines of the event holding the most query words, numbered as recall numbers them:
+    what :func:`retrieval.render.best_lines` picks, found with less splitting.
+
+    A line cannot hold more query words than it holds as substrings of its lowercased text (every
+    word is a lowercased piece of the line), so that count bounds each line's. Lines are split
+    into words best bound first, and the search stops once n lines are known to beat every line
+    left: a 2,000-line file read costs a substring search, not 2,000 splits.
+    """
+    wanted = set(query_words)
+    if not wanted:
+        return []
+    numbered = [(i, line) for i, line in enumerate(et.lines, 1) if i not in et.hidden]
+    if not all(w.isascii() for w in wanted):
+        # A non-ASCII word's lowercasing may not be a substring of the line's: no bound.
+        return best_lines(numbered, query_words, n)
+    low = "\n".join(line[:4096] for _, line in numbered).lower()
+    starts: list[int] = []
+    at = 0
+    for _, line in numbered:
+        starts.append(at)
+        at += min(len(line), 4096) + 1
+    bound: dict[int, set[str]] = {}
+    for w in wanted:
+        pos = low.find(w)
+        while pos >= 0:
+            k = bisect.bisect_right(starts, pos) - 1
+            bound.setdefault(k, set()).add(w)
+            pos = low.find(w, starts[k + 1] if k + 1 < len(starts) else len(low))
+    order = sorted(bound, key=lambda k: (-len(bound[k]), k))
+    found: list[tuple[int, int, str]] = []  # (-hits, line number, text)
+    for k in order:
+        if len(found) >= n:
+            worst = max(found)
+            if (-len(bound[k]), numbered[k][0]) > worst[:2]:
+                break
+        num, text = numbered[k]
+        hits = len(wanted.intersection(words(text[:4096])))
+        if hits:
+            found.append((-hits, num, text))
+            found.sort()
+            del found[n:]
+    return [(num, text) for _, num, text in sorted(found, key=lambda t: t[1])]
+
+
+@dataclass(frozen=True, slots=True)
+class LogHit:
+    """One conversation or earlier-task result, ready to show."""
+
+    event: EventText
+    """The event, redacted."""
+    card: Card
+    """The card of the turn that holds it."""
+    lines: tuple[tuple[int, str], ...]
+    """Its lines holding the most matched words: (number as recall numbers it, text)."""
+    score: float
+    """Its BM25 score."""
+    task: str | None = None
+    """For an earlier task, the task's id."""
+    date: str | None = None
+    """For an earlier task, its date (``2026-10-09``)."""
+    title: str = ""
+    """For an earlier task, its title."""
+    archived: bool = False
+    """For an earlier task, whether it is archived (§9: archived ones are marked)."""
+
+
+def _group_line(hit: LogHit) -> str:
+    if hit.task is None:
+        return hit.card.text()
+    task = f"task {hit.task}"
+    details = [d for d in (hit.date, "archived" if hit.archived else None) if d]
+    if details:
+        task += f" ({', '.join(details)})"
+    if hit.title:
+        task += f' "{clip(hit.title, CARD_LINE_CHARS)}"'
+    return f"{task} · {hit.card.text()}"
+
+
+def render_hits(header: str, hits: Sequence[LogHit]) -> str:
+    """The header, then the results grouped by the turn that holds each, under its card's line.
+
+    Groups come in the order of their best result, results within one in rank order: the first
+    result shown is still the best one.
+    """
+    groups: dict[tuple[str | None, int], list[LogHit]] = {}
+    for h in hits:
+        groups.setdefault((h.task, h.card.turn), []).append(h)
+    out = [header]
+    for members in groups.values():
+        out.append(_group_line(members[0]))
+        for h in members:
+            out.append(f"  seq {h.event.seq} {h.event.describe()}")
+            out.extend(f"    {n}: {clip(text)}" for n, text in h.lines)
+    return "\n".join(out)
+
+
+def hit_json(hit: LogHit) -> dict[str, Any]:
+    """One result as CLI.md's JSON has it."""
+    et = hit.event
+    doc: dict[str, Any] = {
+        "seq": et.seq,
+        "kind": et.kind,
+        "agent": et.agent,
+        "turn": et.turn,
+        "card": _group_line(hit) if hit.task is None else hit.card.text(),
+        "call": et.call.to_json() if et.call is not None else None,
+        "lines": [{"n": n, "text": t} for n, t in hit.lines],
+        "score": round(hit.score, 4),
+        "provenance": "external:log",
+    }
+    if hit.task is not None:
+        doc["task"] = hit.task
+        doc["date"] = hit.date
+        doc["archived"] = hit.archived
+        doc["title"] = hit.title
+    return doc
+
+
+# -- recall --------------------------------------------------------------------------------------
+
+
+def _clip_line(line: str, room: int) -> str:
+    return line if len(line) <= room else line[: max(room - 1, 0)] + "…"
+
+
+def render_recall(
+    et: EventText,
+    *,
+    start: int | None,
+    count: int | None,
+    cap: int,
+    results: Sequence[tuple[Call, int | None]] = (),
+    card: Card | None = None,
+    turn_seqs: Sequence[int] = (),
+    task: str | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """A recall's text and JSON: a header naming the event, then its lines, within ``cap``.
+
+    Whole when no range is given and it fits; otherwise in lines, as a ranged file read pages a
+    file (``[lines A-B of N]``), and cut at ``cap`` characters with a line saying how to go on.
+    ``results`` pairs a reply's calls with the seq of each one's result (None when the log holds
+    none); ``card`` and ``turn_seqs`` are given for a turn's first person.message. The caller
+    has checked that ``start`` is within the lines.
+    """
+    total = len(et.lines)
+    where = f" of task {task}" if task else ""
+    head = [f"seq {et.seq}{where} · {et.label}"]
+    if et.agent != MAIN:
+        head[0] += f" · {et.agent}'s context"
+    head[0] += f" · turn {et.turn}" if et.turn else ""
+    if et.ts:
+        head[0] += f" · {et.ts}"
+    if et.call is not None:
+        head.append(
+            f"result of {clip(et.call.text, CALL_CHARS)}" + (" (error)" if et.error else "")
+        )
+    if et.title:
+        head.append(f"attachment {et.title}")
+    if et.redacted:
+        head.append(f"[{plural(et.redacted, 'credential')} redacted]")
+    if card is not None:
+        head.append(f"card: {card.text()}")
+        head.append(f"turn {card.turn} holds seqs {seq_ranges(turn_seqs)}")
+    tail: list[str] = []
+    for call, seq in results:
+        name = clip(call.text, CALL_CHARS)
+        tail.append(
+            f"[call {name}: its result is seq {seq}]"
+            if seq is not None
+            else f"[call {name}: no result in the log]"
+        )
+
+    first = start or 1
+    last = total if count is None else min(total, first + count - 1)
+    ranged = start is not None or count is not None
+    budget = cap - sum(len(h) + 1 for h in head) - sum(len(t) + 1 for t in tail)
+    body: list[str] = []
+    used = 0
+    shown_last = first - 1
+    room_note = 80  # the marker and the line saying how to read on
+    for n in range(first, last + 1):
+        line = et.lines[n - 1]
+        room = budget - used - room_note
+        if room <= 0:
+            break
+        if len(line) + 1 > room:
+            if n == first:
+                body.append(_clip_line(line, room))
+                shown_last = n
+            break
+        body.append(line)
+        used += len(line) + 1
+        shown_last = n
+    cut = shown_last < last
+    paged = ranged or cut
+    out = list(head)
+    if paged and total:
+        out.append(f"[lines {first}-{shown_last} of {total}]")
+    out.extend(body)
+    if cut:
+        nxt = shown_last + 1
+        how = f"recall seq {et.seq} with start {nxt}" + (f" and task {task}" if task else "")
+        out.append(f"[cut at {cap:,} characters: {how} to read on]")
+    out.extend(tail)
+    text = "\n".join(out)
+    data: dict[str, Any] = {
+        "seq": et.seq,
+        "kind": et.kind,
+        "agent": et.agent,
+        "turn": et.turn,
+        "ts": et.ts,
+        "call": et.call.to_json() if et.call is not None else None,
+        "lines": {"start": first, "end": shown_last, "total": total},
+        "cut": cut,
+        "results": [{"call": c.to_json(), "seq": s} for c, s in results],
+        "redacted": et.redacted,
+        "provenance": "external:log",
+        "text": text,
+    }
+    if task is not None:
+        data["task"] = task
+    if card is not None:
+        data["card"] = card.text()
+        data["turn_seqs"] = list(turn_seqs)
+    return text, data
