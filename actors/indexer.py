@@ -52,7 +52,7 @@ POOL_MIN_BYTES = 2 << 20
 BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
 READ_CONCURRENCY = 16
 SNAPSHOT_MAGIC = b"NRTS"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
 
 
 def load_snapshot(path: Path) -> TreeSegment | None:

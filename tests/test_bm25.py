@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errors import FormatError
-from retrieval.bm25 import K1, B, Part, Segment, SegmentBuilder, merge_segments, search_all
+from retrieval.bm25 import (
+    K1,
+    B,
+    Part,
+    Segment,
+    SegmentBuilder,
+    _crc,
+    merge_segments,
+    search_all,
+)
 
 Doc = dict[str, int]
 
@@ -146,34 +155,77 @@ def test_merging_keeps_live_documents_in_order_with_equal_scores() -> None:
 
 
 def test_a_segment_round_trips_through_its_object_form() -> None:
-    seg = build([{"x": 1, "ü": 2}, {}, {"y": 5}])
+    seg = build([{"x": 1, "ü": 2, "b": 300}, {}, {"y": 5, "x": 70000}, {"x": 1}])
     back = Segment.from_obj(seg.to_obj())
-    assert back.words == seg.words
+    assert sorted(back.words) == sorted(seg.words)
     assert back.lengths.tolist() == seg.lengths.tolist()
-    assert search_all([Part(back)], ["ü"], 3) == search_all([Part(seg)], ["ü"], 3)
+    for w in [*seg.words, "absent"]:
+        assert [a.tolist() for a in back.postings(w)] == [a.tolist() for a in seg.postings(w)]
+    q = ["ü", "x", "b", "y"]
+    assert search_all([Part(back)], q, 4) == search_all([Part(seg)], q, 4)
+
+
+def test_a_stored_segment_is_smaller_than_its_arrays() -> None:
+    seg = build([{f"w{i % 97}": 1 + i % 3 for i in range(j, j + 40)} for j in range(500)])
+    obj = seg.to_obj()
+    stored = sum(len(v) for v in obj.values() if isinstance(v, bytes))
+    assert stored < 0.5 * seg.nbytes()
+    assert Segment.from_obj(obj).n_postings == seg.n_postings
+
+
+def test_large_gaps_and_frequencies_survive_the_packing() -> None:
+    docs: list[Doc] = [{} for _ in range(70_000)]
+    docs[3] = {"rare": 1000}
+    docs[69_999] = {"rare": 2, "common": 1}
+    seg = build(docs)
+    back = Segment.from_obj(seg.to_obj())
+    assert back.postings("rare")[0].tolist() == [3, 69_999]
+    assert back.postings("rare")[1].tolist() == [1000, 2]
+
+
+def resealed(obj: dict[str, object]) -> dict[str, object]:
+    obj["crc"] = _crc(obj)
+    return obj
 
 
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda o: o.pop("docs"), r"^segment lacks 'docs': rebuild$"),
-        (lambda o: o.update(n_words=99), r"^segment vocabulary count does not match: rebuild$"),
-        (lambda o: o.update(docs=b"\x01"), r"^segment array length is not a whole .*: rebuild$"),
+        (lambda o: o.pop("delta"), r"^segment lacks 'delta': rebuild$"),
         (
-            lambda o: o.update(docs=(10**6).to_bytes(4, "little") * 3),
+            lambda o: o.update(tf=b"\x09" + o["tf"][1:]),
+            r"^segment checksum does not match: rebuild$",
+        ),
+        (
+            lambda o: resealed({**o, "n_words": 99}),
+            r"^segment arrays do not match each other: rebuild$",
+        ),
+        (
+            lambda o: resealed({**o, "delta": o["delta"] + b"\x01"}),
+            r"^segment array length is not a whole .*: rebuild$",
+        ),
+        (
+            lambda o: resealed({**o, "first": (10**6).to_bytes(4, "little") * 2}),
             r"^segment posting names a document past the end: rebuild$",
         ),
         (
-            lambda o: o.update(offsets=(0).to_bytes(8, "little") * 3),
+            lambda o: resealed({**o, "offsets": (0).to_bytes(4, "little") * 3}),
             r"^segment offsets are not a partition of the postings: rebuild$",
         ),
+        (
+            lambda o: resealed(
+                {**o, "tf_exc_at": (99).to_bytes(4, "little"), "tf_exc": (5).to_bytes(4, "little")}
+            ),
+            r"^segment exception names a posting past the end: rebuild$",
+        ),
     ],
+    ids=["missing", "bit-flip", "count", "length", "past-end", "offsets", "exception"],
 )
 def test_a_damaged_segment_asks_to_be_rebuilt(mutate: object, message: str) -> None:
     obj = build([{"x": 1, "y": 1}, {"y": 2}]).to_obj()
-    mutate(obj)  # type: ignore[operator]
+    changed = mutate(obj)  # type: ignore[operator]
     with pytest.raises(FormatError, match=message):
-        Segment.from_obj(obj)
+        Segment.from_obj(changed if isinstance(changed, dict) else obj)
 
 
 def test_postings_are_arrays_not_objects() -> None:
