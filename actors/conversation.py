@@ -1,0 +1,443 @@
+"""The conversation: this session's log, searched and recalled (ADR 0050 §8, amended by ADR 51).
+
+The actor owns nothing between messages. A search opens the log's view (store.mem.LogView: the
+``.mem`` beside the log, checked against it and rebuilt or extended when off, and the events
+after it, folded now), decodes the postings of its own words only, ranks, reads each result's
+event again from the log by where the ``.mem`` places it, and closes everything: the amendment's
+"keeps nothing after". A recall does the same for one seq.
+
+The ranking and recall machinery here is also what the earlier tasks' actor uses for each of the
+project's other logs (:func:`rank_sources`, :func:`recall_event`): one function for what an event
+is (retrieval.events), one for where it lies (store.mem).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from actors.messages import SearchOutput, ToolOutput
+from bus import Actor
+from errors import BadInput, FormatError, NotFound
+from retrieval.bm25 import Part, search_all
+from retrieval.events import (
+    Call,
+    Card,
+    CardMaker,
+    LogHit,
+    event_text,
+    hit_json,
+    matched_lines,
+    render_hits,
+    render_recall,
+    unread_reason,
+)
+from retrieval.render import plural
+from retrieval.words import query_words
+from store.atomic import file_lock
+from store.config import Config
+from store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path, merge_cards, word_key
+
+__all__ = [
+    "ConversationActor",
+    "Damaged",
+    "LogSearch",
+    "Recall",
+    "Source",
+    "rank_sources",
+    "recall_event",
+    "with_views",
+]
+
+log = logging.getLogger("actors.conversation")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LogSearch:
+    """index-search with scope "conversation" (§1, §8)."""
+
+    query: str
+    """The query as given (the engine has checked it is not empty)."""
+    limit: int
+    """How many results, 1 to 20 (checked by the engine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """recall: one event of this conversation by its seq, whole or as lines (§1, §8)."""
+
+    seq: int
+    """The event's seq, as ``[elided seq=N]`` names it."""
+    start: int | None = None
+    """The first line to return, 1-based; None for the whole event."""
+    count: int | None = None
+    """How many lines from start; None for all that fit the result cap."""
+
+
+# -- one log's view, opened for one search -------------------------------------------------------
+
+
+class Damaged(Exception):
+    """A ``.mem`` found damaged while a search read it, or a log that changed under the search:
+    which view, so that only that log's ``.mem`` is rebuilt."""
+
+    def __init__(self, index: int, cause: FormatError) -> None:
+        super().__init__(str(cause))
+        self.index = index
+        self.cause = cause
+
+
+def _drop_mem(path: Path) -> None:
+    """Remove a log's ``.mem`` (under its lock): the next open rebuilds it from the log."""
+    mem = mem_path(path)
+    try:
+        with file_lock(mem.parent / LOCK_NAME, timeout=LOCK_SECONDS):
+            mem.unlink(missing_ok=True)
+    except (OSError, TimeoutError) as exc:
+        log.warning("cannot remove %s: %s", mem, exc)
+
+
+def with_views(
+    paths: Sequence[Path],
+    fn: Callable[[list[LogView]], T],
+    *,
+    opened: list[LogView] | None = None,
+) -> T:
+    """Open the logs' views (or take ``opened``, the views of paths already open), run fn over
+    them, and close them all.
+
+    A ``.mem`` found damaged past what opening it checks, or a log that changed under the search
+    (fn raises :class:`Damaged` naming its view), is removed and that log's view opened again,
+    which rebuilds it; the others are used as they are. Each log is given one second chance.
+    """
+    views: list[LogView] = list(opened) if opened is not None else []
+    retried: set[int] = set()
+    try:
+        for p in paths[len(views) :]:
+            views.append(LogView.open(p))
+        while True:
+            try:
+                return fn(views)
+            except Damaged as exc:
+                i = exc.index
+                if i in retried:
+                    raise exc.cause from None
+                retried.add(i)
+                log.info("%s: %s; rebuilding its .mem", paths[i], exc.cause)
+                views[i].close()
+                _drop_mem(paths[i])
+                views[i] = LogView.open(paths[i])
+    finally:
+        for v in views:
+            v.close()
+
+
+# -- ranking ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Source:
+    """One log taking part in a search, with what labels its results."""
+
+    view: LogView
+    """The log's view."""
+    task: str | None = None
+    """For an earlier task, its id."""
+    labels: Callable[[], tuple[str, str, bool]] | None = None
+    """For an earlier task, its date, title and whether it is archived: read from its meta only
+    when one of its events is a result."""
+    _tail_cards: dict[int, Card] | None = field(default=None, repr=False)
+
+    def tail_cards(self) -> dict[int, Card]:
+        """The cards of the turns after the ``.mem``: not finished."""
+        if self._tail_cards is None:
+            maker = CardMaker()
+            for le in self.view.tail:
+                maker.add(le.event)
+            self._tail_cards = {c.turn: c for c in maker.cards()}
+        return self._tail_cards
+
+    def card(self, turn: int, seq: int) -> Card:
+        """The card of the turn that holds an event (FormatError when the ``.mem``'s is off)."""
+        mem = self.view.mem
+        old = mem.card(turn) if mem is not None and mem.n_cards else None
+        new = self.tail_cards().get(turn)
+        if old is not None and new is not None:
+            return merge_cards([old], [new])[0]
+        got = old or new
+        return got if got is not None else Card(turn, seq, seq, "", "", 0, 1, whole=False)
+
+    def n_turns(self) -> int:
+        """How many turns the log holds."""
+        mem = self.view.mem
+        if mem is None or not mem.n_cards:
+            return len(self.tail_cards())
+        return mem.n_cards + sum(1 for t in self.tail_cards() if mem.card(t) is None)
+
+
+def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogHit]:
+    """The events of every source ranked as one collection (§9: retrieval.bm25.search_all), best
+    first; a tie goes to the earlier source, then to the earlier event."""
+    qwords = query_words(query)
+    keys = {w: word_key(w) for w in qwords}
+    parts: list[Part] = []
+    owners: list[tuple[int, bool]] = []
+    for si, src in enumerate(sources):
+        v = src.view
+        if v.mem is not None and v.mem.n_docs:
+            try:
+                parts.append(Part(v.mem.segment(qwords, keys)))
+            except FormatError as exc:
+                raise Damaged(si, exc) from None
+            owners.append((si, True))
+        if v.tail_docs and v.tail_segment is not None:
+            parts.append(Part(v.tail_segment))
+            owners.append((si, False))
+    hits = search_all(parts, qwords, limit)
+    doc_events: dict[int, Any] = {}
+    events: dict[int, Any] = {}
+    out: list[LogHit] = []
+    for h in hits:
+        si, in_mem = owners[h.part]
+        src = sources[si]
+        v = src.view
+        try:
+            if in_mem and v.mem is not None:
+                if si not in events:
+                    events[si] = v.mem.events()
+                    doc_events[si] = v.mem.doc_events()
+                e = int(doc_events[si][h.doc])
+                ev = events[si]
+                event = v.read_event(int(ev.off[e]), int(ev.length[e]), int(ev.seq[e]))
+            else:
+                event = v.tail[v.tail_docs[h.doc]].event
+            et = event_text(event)
+            card = src.card(et.turn, et.seq)
+        except FormatError as exc:
+            raise Damaged(si, exc) from None
+        date, title, archived = src.labels() if src.labels is not None else (None, "", False)
+        out.append(
+            LogHit(
+                event=et,
+                card=card,
+                lines=tuple(matched_lines(et, qwords)),
+                score=h.score,
+                task=src.task,
+                date=date,
+                title=title,
+                archived=archived,
+            )
+        )
+    return out
+
+
+# -- recall -------------------------------------------------------------------------------------
+
+
+def _not_found(seq: int, where: str, view: LogView) -> NotFound:
+    if not view.n_events:
+        return NotFound(f"no event with seq {seq} in {where} (it has no events yet)")
+    return NotFound(
+        f"no event with seq {seq} in {where} (it has seqs {view.first_seq} to {view.last_seq})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Located:
+    event: dict[str, Any]
+    index: int | None
+    """Its index in the ``.mem``'s event arrays, or None when it is in the tail."""
+    tail_index: int | None
+
+
+def _locate(view: LogView, seq: int, where: str) -> _Located:
+    mem = view.mem
+    if mem is not None and mem.n_events and seq <= mem.last_seq:
+        ev = mem.events()
+        i = ev.find(seq)
+        if i is None:
+            raise _not_found(seq, where, view)
+        return _Located(view.read_event(int(ev.off[i]), int(ev.length[i]), seq), i, None)
+    seqs = [le.event["seq"] for le in view.tail]
+    j = bisect.bisect_left(seqs, seq)
+    if j < len(seqs) and seqs[j] == seq:
+        return _Located(view.tail[j].event, None, j)
+    raise _not_found(seq, where, view)
+
+
+def _results_of(
+    view: LogView, at: _Located, calls: Sequence[Call]
+) -> list[tuple[Call, int | None]]:
+    """Each call of a reply and the seq of its result: the first tool.result after the reply, in
+    its turn, whose call_id names the call."""
+    turn = at.event.get("turn")
+    wanted = {c.id: c for c in calls if c.id}
+    found: dict[str, int] = {}
+
+    def consider(event: dict[str, Any]) -> None:
+        cid = event.get("call_id")
+        if isinstance(cid, str) and cid in wanted and cid not in found:
+            found[cid] = event["seq"]
+
+    mem = view.mem
+    if at.index is not None and mem is not None and wanted:
+        ev = mem.events()
+        kinds = mem.kinds
+        keys = {json.dumps(cid, ensure_ascii=False).encode("utf-8") for cid in wanted}
+        for j in range(at.index + 1, mem.n_events):
+            if len(found) == len(wanted) or int(ev.turn[j]) != turn:
+                break
+            if kinds[int(ev.kind[j])] != "tool.result":
+                continue
+            off, length = int(ev.off[j]), int(ev.length[j])
+            line = view.read_line(off, length)
+            if any(k in line for k in keys):
+                consider(view.read_event(off, length, int(ev.seq[j])))
+    start = 0 if at.tail_index is None else at.tail_index + 1
+    for le in view.tail[start:]:
+        if len(found) == len(wanted):
+            break
+        if le.event.get("turn") != turn and at.tail_index is not None:
+            break
+        if le.event.get("kind") == "tool.result":
+            consider(le.event)
+    return [(c, found.get(c.id)) for c in calls]
+
+
+def _turn_seqs(view: LogView, turn: int) -> tuple[list[int], int | None]:
+    """Every seq the turn holds, and its first person.message's seq."""
+    seqs: list[int] = []
+    first: int | None = None
+    mem = view.mem
+    if mem is not None and mem.n_events:
+        ev = mem.events()
+        kinds = mem.kinds
+        for j in (ev.turn == turn).nonzero()[0]:
+            s = int(ev.seq[j])
+            seqs.append(s)
+            if first is None and kinds[int(ev.kind[j])] == "person.message":
+                first = s
+    for le in view.tail:
+        if le.event.get("turn") == turn:
+            seqs.append(le.event["seq"])
+            if first is None and le.event.get("kind") == "person.message":
+                first = le.event["seq"]
+    return seqs, first
+
+
+def recall_event(
+    view: LogView,
+    seq: int,
+    start: int | None,
+    count: int | None,
+    cap: int,
+    *,
+    task: str | None = None,
+) -> ToolOutput:
+    """One event of the log by its seq, as recall returns it (§8): redacted, under a header, in
+    lines within the cap. Errors are one clear line each: NotFound for no such seq, BadInput for
+    a kind recall does not read or a start past the event's lines."""
+    if start is not None and start < 1:
+        raise BadInput(f"start must be at least 1, got {start}")
+    if count is not None and count < 1:
+        raise BadInput(f"count must be at least 1, got {count}")
+    where = f"task {task}" if task is not None else "this log"
+    at = _locate(view, seq, where)
+    reason = unread_reason(at.event)
+    if reason is not None:
+        raise BadInput(f"seq {seq} is {reason}, which recall does not read")
+    et = event_text(at.event)
+    total = len(et.lines)
+    if start is not None and start > total:
+        raise BadInput(f"start {start} is past the event's {plural(total, 'line')}")
+    results = _results_of(view, at, et.calls) if et.kind == "llm.resp" else []
+    card: Card | None = None
+    turn_seqs: list[int] = []
+    if et.kind == "person.message" and et.turn:
+        seqs, first = _turn_seqs(view, et.turn)
+        if first == seq:
+            card = Source(view).card(et.turn, seq)
+            turn_seqs = seqs
+    text, data = render_recall(
+        et,
+        start=start,
+        count=count,
+        cap=cap,
+        results=results,
+        card=card,
+        turn_seqs=turn_seqs,
+        task=task,
+    )
+    return ToolOutput(text=text, provenance="external:log", data=data)
+
+
+# -- the actor ----------------------------------------------------------------------------------
+
+
+class ConversationActor(Actor):
+    """index-search "conversation" and recall over this session's log (§8, ADR 51)."""
+
+    def __init__(self, log_path: Path, config: Config) -> None:
+        self.log_path = Path(log_path)
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"<ConversationActor {self.log_path}>"
+
+    async def handle(self, message: object) -> object:
+        if isinstance(message, LogSearch):
+            return self.search(message.query, message.limit)
+        if isinstance(message, Recall):
+            return self.recall(message.seq, message.start, message.count)
+        raise BadInput(f"the conversation does not take {type(message).__name__}")
+
+    def search(self, query: str, limit: int) -> SearchOutput:
+        """Rank this log's events for query; results grouped under their turns' cards."""
+
+        def run(views: list[LogView]) -> SearchOutput:
+            (view,) = views
+            src = Source(view)
+            hits = rank_sources([src], query, limit)
+            try:
+                turns = src.n_turns()
+            except FormatError as exc:
+                raise Damaged(0, exc) from None
+            text = (
+                f"ranked {view.n_ranked:,} of the {plural(view.n_events, 'event')} "
+                f"in this conversation ({plural(turns, 'turn')})"
+            )
+            if not hits:
+                text += "\nno event matches those words"
+            header = {
+                "events": view.n_events,
+                "ranked": view.n_ranked,
+                "turns": turns,
+                "text": text,
+            }
+            return SearchOutput(
+                scope="conversation",
+                query=query,
+                text=render_hits(text, hits),
+                header=header,
+                hits=[hit_json(h) for h in hits],
+            )
+
+        return with_views([self.log_path], run)
+
+    def recall(self, seq: int, start: int | None, count: int | None) -> ToolOutput:
+        """One event of this log by its seq (§8)."""
+
+        def run(views: list[LogView]) -> ToolOutput:
+            try:
+                return recall_event(views[0], seq, start, count, self.config.result_cap)
+            except FormatError as exc:
+                raise Damaged(0, exc) from None
+
+        return with_views([self.log_path], run)
