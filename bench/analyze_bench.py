@@ -1,0 +1,178 @@
+"""Throughput of words, chunks and analyze() on one core, beside a naive prototype of §6.
+
+Usage: python bench/analyze_bench.py [DIRECTORY] [--runs N]
+
+Without a directory it unpacks the sympy snapshot of the shared corpora into a temporary
+directory. It reads every UTF-8 text file up to 1 MiB (the ADR's whole-file cap, §2), skipping
+.git and files with a NUL byte, and prints MB/s (10^6 bytes of UTF-8 a second) for:
+
+- naive: a plain prototype of §6 (regular expressions over str, a set of words per token, a
+  Counter per chunk, no memo), which the first build must beat by at least 2x;
+- words: word_counts() over each file;
+- chunks: split_lines() and chunk_spans() over each file;
+- analyze: analyze() over each file, which does both and builds the arrays.
+
+- analyze-warm: analyze() again with the memo of the run before, as a long-lived worker has it.
+
+Each figure is the median of the runs, the rows taking turns; the word memo is cleared before
+each run but analyze-warm's, so those runs are a first build. Everything runs in one thread (so
+on one core at a time). The last column is the naive prototype's time over the row's. This is a
+measurement, not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import ExitStack
+from itertools import pairwise
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from retrieval.analyze import analyze
+from retrieval.chunks import chunk_spans, split_lines
+from retrieval.words import clear_memo, word_counts
+
+CORPUS = Path("/work/shared/corpora/sympy.tar.gz")
+MAX_FILE = 1 << 20
+
+
+def read_texts(root: Path) -> list[str]:
+    """Every UTF-8 text file under root up to 1 MiB, in path order."""
+    texts: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_FILE:
+                continue
+            data = path.read_bytes()
+            if b"\0" in data:
+                continue
+            try:
+                texts.append(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    return texts
+
+
+# The naive prototype: §6 written plainly, as a first version would be: a regular expression for
+# tokens, one for camel case and one for declarations, a set of words per token occurrence, and a
+# Counter per chunk and per first line; no memo, no bytes, no numpy.
+_NAIVE_TOKEN = re.compile(r"\w+(?:-\w+)*")
+_NAIVE_PARTS = re.compile(r"[-_]+")
+_NAIVE_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]*[a-z0-9]+|[A-Z]+")
+_NAIVE_DECL = re.compile(
+    r"(?:func|function|type|var|const|\(define|class|export|def|\\chapter|\\section)\b|#"
+)
+
+
+def _naive_words(text: str) -> list[str]:
+    out: list[str] = []
+    for raw in _NAIVE_TOKEN.findall(text):
+        token = raw.strip("-_")
+        if not token:
+            continue
+        found = {token.lower()}
+        for part in _NAIVE_PARTS.split(token):
+            found.add(part.lower())
+            pieces = _NAIVE_CAMEL.findall(part)
+            if len(pieces) > 1:
+                found.update(piece.lower() for piece in pieces)
+        out.extend(w for w in found if len(w.encode()) <= 64)
+    return out
+
+
+def _naive_analyze(text: str) -> list[tuple[int, int, Counter[str], Counter[str]]]:
+    lines = text.split("\n")
+    starts = [0]
+    for i, line in enumerate(lines):
+        since = i - starts[-1]
+        if since >= 80 or (since >= 20 and _NAIVE_DECL.match(line)):
+            starts.append(i)
+    bounds = [*starts, len(lines)]
+    return [
+        (lo, hi, Counter(_naive_words("\n".join(lines[lo:hi]))), Counter(_naive_words(lines[lo])))
+        for lo, hi in pairwise(bounds)
+    ]
+
+
+def _chunks(text: str) -> object:
+    return chunk_spans(split_lines(text))
+
+
+def _warm_analyze(text: str) -> object:
+    return analyze(text)
+
+
+ROWS: dict[str, tuple[Callable[[str], object], bool]] = {
+    # name: (function, whether the word memo is cleared before each run)
+    "naive": (_naive_analyze, True),
+    "words": (word_counts, True),
+    "chunks": (_chunks, True),
+    "analyze": (analyze, True),
+    "analyze-warm": (_warm_analyze, False),
+}
+
+
+def run_once(fn: Callable[[str], object], texts: list[str], *, cold: bool) -> float:
+    """Seconds of fn over every text, the word memo cleared first when cold (a first build)."""
+    if cold:
+        clear_memo()
+    start = time.perf_counter()
+    for text in texts:
+        fn(text)
+    return time.perf_counter() - start
+
+
+def measure(names: list[str], texts: list[str], runs: int) -> dict[str, float]:
+    """The median seconds of each row; the rows take turns, so that a noisy neighbour on a shared
+    machine slows them alike and the ratios hold."""
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(runs):
+        for name in names:
+            fn, cold = ROWS[name]
+            times[name].append(run_once(fn, texts, cold=cold))
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("directory", nargs="?", type=Path, help="a tree (default: sympy)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive prototype")
+    args = parser.parse_args(argv)
+    with ExitStack() as stack:
+        if args.directory is not None:
+            root, label = args.directory, str(args.directory)
+        elif CORPUS.exists():
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="analyze-bench-")))
+            with tarfile.open(CORPUS) as tar:
+                tar.extractall(root, filter="data")
+            label = CORPUS.name
+        else:
+            parser.error(f"no directory given and {CORPUS} is not here")
+        texts = read_texts(root)
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    names = [name for name in ROWS if not (args.no_naive and name == "naive")]
+    medians = measure(names, texts, args.runs)
+    print(f"{label}: {len(texts)} files, {mb:.1f} MB, median of {args.runs} runs, one thread")
+    print(f"{'what':<13} {'seconds':>8} {'MB/s':>7} {'x naive':>8}")
+    for name in names:
+        seconds = medians[name]
+        ratio = f"{medians['naive'] / seconds:8.1f}" if "naive" in medians else f"{'-':>8}"
+        print(f"{name:<13} {seconds:8.2f} {mb / seconds:7.1f} {ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,309 @@
+"""Words as code names them (ADR 0050 §6 and its amendment of 2026-10-16).
+
+A *token* is a run of word characters (unicode ``\\w``) in which a single ``-`` may join two
+runs; leading and trailing ``_`` and ``-`` are not part of it, and everything else (dots, slashes,
+pluses, ``@``, a double dash, punctuation, spaces) separates tokens, so ``models.list`` is two
+tokens and ``a--b`` (a dash in prose, an option) is two. A token gives, lowercased, without
+repeats, in this order:
+
+1. itself whole (``index-grep``, ``max_result_tokens``);
+2. its parts, split on ``_`` and ``-`` (``index``, ``grep``), when there are two or more;
+3. after each part, its camel-case pieces when there are two or more (``ScrubEnv`` → ``scrub``,
+   ``env``; ``getHTTPServer`` → ``get``, ``http``, ``server``), the part itself joined
+   (``scrubenv``) being the word of step 2, or of step 1 for a token of one part.
+
+Each word a token gives counts once per occurrence of the token: ``ScrubEnv`` twice counts
+``scrub`` twice, and ``foo_foo`` gives ``foo_foo`` and ``foo`` once each, so that a count is the
+number of names that hold the word.
+
+Camel case. A piece begins at an uppercase letter that follows a character that is not uppercase
+(``scrubEnv``, ``base64Encode``), and at the last capital of a run of capitals followed by a
+lowercase letter (``HTTPServer``, ``IOError``), unless that lowercase letter is a lone plural
+``s`` (``getURLs`` → ``get``, ``urls``, not ``ur``, ``ls``). Digits never begin a piece, so they
+stay attached to the letters before them (``sha256``, ``utf8``, ``v2``, ``x86``); a digit followed
+by a lowercase letter is no boundary either, so a lowercase hex string stays whole. Casing is
+unicode's (``ÜberCafé`` → ``über``, ``café``); a script without case (``変数名``) is one piece.
+
+Long words (amendment 2026-10-16). A word over :data:`MAX_WORD_BYTES` bytes of UTF-8 is dropped,
+and so are the camel-case pieces of a part that long: a minified bundle, a hash or a base64 line
+held whole is a word no query is, and it made the index as large as the text. A base64 line with
+slashes or pluses is cut at them into tokens of about 30 characters, which are kept and
+camel-split like any other.
+
+Single characters and numbers are words (``x``, the ``t`` of ``int32_t``, ``0``, ``404``): a query
+goes through the same function, so a one-letter name, a language called ``C`` or a status code
+can still be found; BM25's inverse document frequency weighs the common ones down, and there are
+few distinct ones to store.
+
+No normalisation beyond ``str.lower()``: not case folding (the ADR says lowercased, and ``größe``
+stays ``größe``), and not NFC (a decomposed accent is not a word character and splits the token,
+as it splits the name for any tool that reads the text).
+
+Speed is the point: the first build of a repository is bound by this module and
+:mod:`retrieval.analyze`. The tokens of a text are cut from its UTF-8 bytes by one
+``bytes.translate`` and one ``bytes.split``, in C; each distinct *run* (a piece of the split) is
+expanded once, through a bounded memo (:class:`WordTable`, one a thread), to ids in a table of
+words shared by every text, so that counting and indexing are C-level maps and numpy operations
+over ids rather than a Python loop over words.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+
+__all__ = [
+    "MAX_WORD_BYTES",
+    "NO_WORDS",
+    "WORDS_VERSION",
+    "WordTable",
+    "clear_memo",
+    "encode",
+    "query_words",
+    "runs",
+    "translate",
+    "word_counts",
+    "word_table",
+    "words",
+]
+
+WORDS_VERSION: int = 1
+"""Bumped whenever :func:`words` changes what it returns: it is part of the chunk store's key."""
+
+MAX_WORD_BYTES = 64
+"""Amendment 2026-10-16: a longer word (UTF-8 bytes) is dropped, and the pieces of a longer part."""
+
+# Runs of word characters joined by single dashes. "_" is a word character, so a snake_case name
+# is one match; leading or trailing "_" (and a "-" after one, as in "_-x") are stripped in _expand.
+_TOKEN = re.compile(r"\w+(?:-\w+)*")
+_find_tokens = _TOKEN.findall
+
+# Tokens are found in the UTF-8 bytes of the text: one bytes.translate turns every ASCII byte that
+# cannot be in a token into a space, and bytes.split() cuts at spaces and newlines, both in C (a
+# regular expression over str is several times slower). An ASCII \w is exactly [A-Za-z0-9_], so a
+# run of only those bytes is one token as _TOKEN finds it. A run holding a "-" or a byte of a
+# non-ASCII character (\w or not: "é", "“", a no-break space) goes through _TOKEN once, decoded,
+# when it is first expanded; a run never splits a character, whose bytes are all 0x80 or above.
+# "\n" is kept, so that the lines of the translated bytes are the lines of the text.
+_TOKEN_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-\n")
+_TRANSLATE = bytes(b if b in _TOKEN_BYTES or b >= 0x80 else 0x20 for b in range(256))
+
+# A token's parts hold no "_" or "-": split on both at once.
+_PARTS = re.compile(r"[-_]+")
+
+# The camel-case pieces of the module docstring in an ASCII part (letters and digits only), found
+# rather than split at (a split at lookarounds tries every position and is several times slower):
+# capitals that end before a capital and a lowercase letter that is not a lone plural "s"; else
+# capitals, if any, then lowercase letters and digits; else capitals. The tests hold it to the
+# unicode rule of _unicode_camel on random ASCII parts.
+_ASCII_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))|[A-Z]*[a-z0-9]+|[A-Z]+")
+_ascii_camel = _ASCII_CAMEL.findall
+
+_MEMO_LIMIT = 200_000
+"""Past this many runs, words or lists of words, a thread's next call starts a new table: a bound
+on memory (tens of megabytes), not a size that matters for speed (sympy's 32 MB of text holds
+129,000 distinct runs)."""
+_MEMO_MAX_RUN = 128
+"""Longer runs (a minified line, base64) are rare and expanded each time they occur, not kept."""
+
+
+def _fits(word: str) -> bool:
+    """Whether word is at most MAX_WORD_BYTES bytes of UTF-8, without encoding a short word."""
+    n = len(word)
+    if n <= MAX_WORD_BYTES // 4:
+        return True
+    if n > MAX_WORD_BYTES:
+        return False
+    return word.isascii() or len(word.encode("utf-8", "surrogatepass")) <= MAX_WORD_BYTES
+
+
+def _unicode_camel(part: str) -> list[str]:
+    """The camel-case pieces of a part that is not ASCII, by the rule of the module docstring."""
+    pieces: list[str] = []
+    begin = 0
+    n = len(part)
+    for i in range(1, n):
+        if not part[i].isupper():
+            continue
+        if not part[i - 1].isupper() or (
+            i + 1 < n
+            and part[i + 1].islower()
+            and not (part[i + 1] == "s" and (i + 2 == n or not part[i + 2].islower()))
+        ):
+            pieces.append(part[begin:i])
+            begin = i
+    pieces.append(part[begin:])
+    return pieces
+
+
+def _camel(part: str) -> list[str]:
+    """The camel-case pieces of one part, in their original case."""
+    return _ascii_camel(part) if part.isascii() else _unicode_camel(part)
+
+
+def _expand(token: str) -> tuple[str, ...]:
+    """The distinct words one token gives, in order: whole, then each part and its pieces."""
+    token = token.strip("-_")
+    if not token:
+        return ()
+    whole = token.lower()
+    out: dict[str, None] = {whole: None} if _fits(whole) else {}
+    plain = token.isascii()
+    parts = _PARTS.split(token) if ("_" in token or "-" in token) else (token,)
+    for part in parts:
+        lowered = part.lower()
+        if not _fits(lowered):
+            continue  # the amendment: a part that long gives no pieces either
+        out[lowered] = None
+        if plain and part == lowered:
+            continue  # no capital, so one piece
+        pieces = _camel(part)
+        if len(pieces) > 1:
+            for piece in pieces:
+                out[piece.lower()] = None
+    return tuple(out)
+
+
+def _expand_run(run: bytes) -> tuple[str, ...]:
+    """The words of one run of translated bytes, in order, one token's words after another's."""
+    if run.isalnum():
+        # Only ASCII letters and digits: one token of one part, the common case by far.
+        if len(run) > MAX_WORD_BYTES:
+            return ()
+        token = run.decode("ascii")
+        if run.islower() or run.isdigit():
+            return (token,)
+        whole = token.lower()
+        pieces = _ascii_camel(token)
+        if len(pieces) == 1:
+            return (whole,)
+        return tuple(dict.fromkeys([whole, *map(str.lower, pieces)]))
+    if b"-" not in run and run.isascii():
+        return _expand(run.decode("ascii"))
+    found: list[str] = []
+    for token in _find_tokens(run.decode("utf-8", "surrogatepass")):
+        found.extend(_expand(token))
+    return tuple(found)
+
+
+NO_WORDS = -1
+"""The code of a run that gives no word (``__``, a long hash)."""
+
+
+class WordTable(dict[bytes, int]):
+    """The memo: each run seen → its *code*, with the words the codes refer to.
+
+    A code is a word id (an index into :attr:`words`) for a run that gives one word, which is most
+    runs; :data:`NO_WORDS` for a run that gives none; and ``-2 - k`` for a run whose words' ids
+    are ``multi[k]``. A lookup of a run seen before is a dict lookup in C (``map(table.__getitem__,
+    runs)``); a run not seen before is expanded by ``__missing__`` and kept, unless it is long.
+
+    Each thread has its own table (:func:`word_table`), so the ids need no lock, and a table is
+    replaced, not changed, when it passes its bound, so ids stay valid for the call that got them.
+    """
+
+    __slots__ = ("multi", "word_id", "words")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: list[str] = []
+        """Id → word."""
+        self.word_id: dict[str, int] = {}
+        """Word → id."""
+        self.multi: list[tuple[int, ...]] = []
+        """The word ids of the runs that give two or more words."""
+
+    def __missing__(self, run: bytes) -> int:
+        ids = [self._id(word) for word in _expand_run(run)]
+        if len(ids) == 1:
+            code = ids[0]
+        elif not ids:
+            code = NO_WORDS
+        else:
+            code = -2 - len(self.multi)
+            self.multi.append(tuple(ids))
+        if len(run) <= _MEMO_MAX_RUN:
+            self[run] = code
+        return code
+
+    def _id(self, word: str) -> int:
+        i = self.word_id.get(word)
+        if i is None:
+            i = self.word_id[word] = len(self.words)
+            self.words.append(word)
+        return i
+
+    def ids(self, code: int) -> tuple[int, ...]:
+        """The word ids of a code."""
+        if code >= 0:
+            return (code,)
+        return () if code == NO_WORDS else self.multi[-2 - code]
+
+    @property
+    def full(self) -> bool:
+        """Whether the table has passed its bound and the next call should start a new one."""
+        return max(len(self), len(self.words), len(self.multi)) > _MEMO_LIMIT
+
+
+_local = threading.local()
+
+
+def word_table() -> WordTable:
+    """This thread's table, a new one if it had none or it has passed its bound.
+
+    Call it once at the start of a call and use what it returns for the whole call.
+    """
+    table: WordTable | None = getattr(_local, "table", None)
+    if table is None or table.full:
+        table = _local.table = WordTable()
+    return table
+
+
+def clear_memo() -> None:
+    """Forget this thread's memo, so that a benchmark measures a first build."""
+    _local.table = WordTable()
+
+
+def encode(text: str) -> bytes:
+    """text as UTF-8; a lone surrogate (a decoded file never holds one) is kept, not an error."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def translate(data: bytes) -> bytes:
+    """data with every ASCII byte that cannot be in a token made a space; lines stay lines."""
+    return data.translate(_TRANSLATE)
+
+
+def runs(text: str) -> list[bytes]:
+    """The runs of text, in order: each holds one token, or a few (``a--b``), or none (``__``)."""
+    return encode(text).translate(_TRANSLATE).split()
+
+
+def words(text: str) -> list[str]:
+    """Every word of text in order, with repeats, lowercased (§6)."""
+    table = word_table()
+    ids: list[int] = []
+    for code in map(table.__getitem__, runs(text)):
+        ids.extend(table.ids(code))
+    return list(map(table.words.__getitem__, ids))
+
+
+def word_counts(text: str) -> dict[str, int]:
+    """Each distinct word of text and how many times it occurs: ``Counter(words(text))``, faster."""
+    table = word_table()
+    counted = Counter(runs(text))
+    counts: dict[int, int] = {}
+    get = counts.get
+    for code, n in zip(map(table.__getitem__, counted), counted.values(), strict=True):
+        if code >= 0:
+            counts[code] = get(code, 0) + n
+        else:
+            for i in table.ids(code):
+                counts[i] = get(i, 0) + n
+    return dict(zip(map(table.words.__getitem__, counts), counts.values(), strict=True))
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct words of a query, in order of first appearance."""
+    return list(dict.fromkeys(words(text)))

@@ -1,0 +1,230 @@
+"""retrieval.chunks: lines, and chunks by the line rule (ADR 0050 §6)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval.chunks import (
+    CHUNKER_VERSION,
+    MAX_LINES,
+    MIN_LINES,
+    chunk_spans,
+    declaration_lines,
+    declaration_offsets_utf8,
+    split_lines,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        pytest.param("", [], id="empty-text-no-lines"),
+        pytest.param("\n", [""], id="one-empty-line"),
+        pytest.param("a", ["a"], id="no-final-newline"),
+        pytest.param("a\n", ["a"], id="final-newline-ends-the-line"),
+        pytest.param("a\n\n", ["a", ""], id="blank-last-line"),
+        pytest.param("a\r\nb\r\n", ["a", "b"], id="crlf"),
+        pytest.param("a\r\nb", ["a", "b"], id="crlf-no-final-newline"),
+        pytest.param("a\rb\n", ["a\rb"], id="lone-cr-is-not-a-line-end"),
+        pytest.param("a\r\r\n", ["a\r"], id="only-one-cr-dropped"),
+        pytest.param("a\u2028b\x0cc\n", ["a\u2028b\x0cc"], id="only-newline-cuts"),
+    ],
+)
+def test_split_lines(text: str, lines: list[str]) -> None:
+    assert split_lines(text) == lines
+
+
+def _lines(n: int, at: dict[int, str] | None = None) -> list[str]:
+    """n lines of plain code, with the given lines replaced."""
+    lines = [f"    x = {i}" for i in range(n)]
+    for i, line in (at or {}).items():
+        lines[i] = line
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("lines", "spans"),
+    [
+        pytest.param([], [], id="empty-file"),
+        pytest.param(_lines(1), [(0, 1)], id="one-line"),
+        pytest.param(_lines(200), [(0, 80), (80, 160), (160, 200)], id="no-declarations-cut-at-80"),
+        pytest.param(_lines(80), [(0, 80)], id="exactly-80-lines"),
+        pytest.param(_lines(81), [(0, 80), (80, 81)], id="81-lines"),
+        pytest.param(
+            _lines(40, {0: "def a():", 10: "def b():", 25: "def c():", 30: "def d():"}),
+            [(0, 25), (25, 40)],
+            id="declarations-closer-than-20-lines",
+        ),
+        pytest.param(_lines(30, {20: "def f():"}), [(0, 20), (20, 30)], id="exactly-20-lines"),
+        pytest.param(_lines(30, {19: "def f():"}), [(0, 30)], id="19-lines-too-few"),
+        pytest.param(
+            _lines(120, {85: "def f():"}),
+            [(0, 80), (80, 120)],
+            id="a-cut-at-80-starts-a-new-count",
+        ),
+        pytest.param(
+            _lines(120, {100: "def f():"}),
+            [(0, 80), (80, 100), (100, 120)],
+            id="declaration-20-after-a-cut-at-80",
+        ),
+        pytest.param(
+            _lines(70, {0: "# Title", 5: "## Intro", 22: "# Usage", 30: "## Options", 50: "# End"}),
+            [(0, 22), (22, 50), (50, 70)],
+            id="markdown-headings",
+        ),
+        pytest.param(
+            _lines(
+                90,
+                {
+                    0: "\\documentclass{book}",
+                    21: "\\chapter{One}",
+                    42: "\\subsection{Not a start}",
+                    50: "\\section*{Two}",
+                    71: "\\sectionmark{not one either}",
+                    75: "\\section{Three}",
+                },
+            ),
+            [(0, 21), (21, 50), (50, 75), (75, 90)],
+            id="tex",
+        ),
+        pytest.param(["x" * (1 << 20)], [(0, 1)], id="one-megabyte-line"),
+    ],
+)
+def test_chunk_spans(lines: list[str], spans: list[tuple[int, int]]) -> None:
+    assert chunk_spans(lines) == spans
+
+
+def test_crlf_and_a_missing_final_newline_cut_as_lf_does() -> None:
+    lf = "".join(f"{line}\n" for line in _lines(100, {30: "func main() {", 60: "type T int"}))
+    crlf = lf.replace("\n", "\r\n")
+    expected = [(0, 30), (30, 60), (60, 100)]
+    assert chunk_spans(split_lines(lf)) == expected
+    assert chunk_spans(split_lines(crlf)) == expected
+    assert chunk_spans(split_lines(lf.rstrip("\n"))) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "func main() {",
+        "func",
+        "type T struct{}",
+        "var x = 1",
+        "const N = 2",
+        "(define (f x) x)",
+        "(define-syntax swap!",
+        "function f() {}",
+        "class C:",
+        "export default f",
+        "def f():",
+        "def",
+        "# Heading",
+        "#include <stdio.h>",
+        "#!/bin/sh",
+        "#",
+        "\\chapter{One}",
+        "\\section{Two}",
+        "\\section*{Three}",
+        "type(x)",
+        "def\u00a0f",
+    ],
+)
+def test_a_declaration_in_the_first_column_may_start_a_chunk(line: str) -> None:
+    assert declaration_lines(["x", line]) == [1]
+    assert chunk_spans(_lines(40, {20: line})) == [(0, 20), (20, 40)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "definitely = 1",
+        "types = {}",
+        "classes: list[str] = []",
+        "functional = True",
+        "exporter.run()",
+        "variable = 2",
+        "constant = 3",
+        "(defines x)",
+        "defé = 1",
+        "def_x = 1",
+        "    def method(self):",
+        "\tfunc inner() {",
+        "async def f():",
+        "@decorator",
+        "interface I {}",
+        "struct S {};",
+        "\\subsection{Not in the list}",
+        "\\sectionmark{x}",
+        " # indented comment",
+        "",
+    ],
+)
+def test_other_lines_never_start_a_chunk(line: str) -> None:
+    assert declaration_lines([line]) == []
+    assert chunk_spans(_lines(40, {20: line})) == [(0, 40)]
+
+
+def test_the_constants_are_the_adrs() -> None:
+    assert (MIN_LINES, MAX_LINES) == (20, 80)
+    assert isinstance(CHUNKER_VERSION, int)
+
+
+_DECLARATION = re.compile(
+    r"(?:func|function|type|var|const|\(define|class|export|def|\\chapter|\\section)\b|#"
+)
+
+
+def _reference(lines: list[str]) -> list[tuple[int, int]]:
+    """§6 read one line at a time."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i, line in enumerate(lines):
+        since = i - start
+        if since >= MAX_LINES or (since >= MIN_LINES and _DECLARATION.match(line)):
+            spans.append((start, i))
+            start = i
+    if start < len(lines):
+        spans.append((start, len(lines)))
+    return spans
+
+
+_LINE = st.one_of(
+    st.sampled_from(
+        [
+            "def f():", "    return x", "class C:", "#", "# Title", "func", "funcs", "(define x",
+            "\\section{A}", "definitely", "type(x)", "", "é", "defé", "def\u00e9", "def\u3000x",
+            "typeΩ", "var\u00a0x",
+        ]
+    ),
+    st.text(max_size=10).map(lambda s: s.replace("\n", " ")),
+    st.text(max_size=10).map(lambda s: s.replace("\n", " ") + "\r"),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=400))
+def test_chunk_spans_cover_every_line_by_the_rule(lines: list[str]) -> None:
+    spans = chunk_spans(lines)
+    assert spans == _reference(lines)
+    assert [lo for lo, _ in spans[1:]] == [hi for _, hi in spans[:-1]]
+    assert all(0 < hi - lo <= MAX_LINES for lo, hi in spans)
+    if lines:
+        assert (spans[0][0], spans[-1][1]) == (0, len(lines))
+    else:
+        assert spans == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=200), st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_declarations_found_in_bytes_are_those_found_in_lines(
+    lines: list[str], end: str, final: bool
+) -> None:
+    text = end.join(lines) + (end if final and lines else "")
+    data = text.encode("utf-8", "surrogatepass")
+    starts = [0, *(match.end() for match in re.finditer(b"\n", data))]
+    expected = [starts[i] for i in declaration_lines(split_lines(text)) if i > 0]
+    assert declaration_offsets_utf8(data) == expected
