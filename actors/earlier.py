@@ -1,0 +1,354 @@
+"""Earlier tasks: the project's other logs, searched as one collection when the person allows it
+(ADR 0050 §9, amended by ADR 51).
+
+The project's tasks are the logs in its ``tasks/`` directory (``<task-id>.jsonl`` beside
+``<task-id>.meta.json``): archived ones included and marked, deleted ones gone with their logs,
+never the current task (the engine's own log) and never another project's, whose tasks live in
+another directory. Each log's ``.mem`` is checked against its log and rebuilt or extended when
+off (store.mem.LogView); the events of all of them are ranked as one collection
+(retrieval.bm25.search_all: a word weighs by how many events of all the tasks hold it), the newest
+task first so that a tie goes to it. A search decodes the postings of its own words only and keeps
+nothing after: no index stays in this process between searches.
+
+The switch (§9): the engine reads ``earlier_tasks`` from ``workspaces.toml`` at every call and
+passes it as ``allowed``. Off, a search and a recall with a task are refused with how a person turns
+it on, so the model can ask. A person's own ``memory search`` and ``memory recall`` (``person``)
+work whatever the switch: it decides what the model reads (ADR 51's amendment).
+
+The first search of a project writes a ``.mem`` for each log. When the logs to fold hold more than
+:data:`POOL_MIN_BYTES`, they are folded in parallel in worker processes (each writes its log's
+``.mem``; the search then opens them); below that, starting the workers would cost more than it
+saves, and they are folded here, one after another, yielding to the event loop between logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from actors.conversation import Damaged, Source, rank_sources, recall_event, with_views
+from actors.messages import SearchOutput, ToolOutput
+from bus import Actor, ProcessPool
+from errors import BadInput, Disabled, FormatError, NotFound
+from retrieval.events import hit_json, render_hits
+from retrieval.render import plural
+from store.atomic import file_lock, store_error
+from store.config import Config
+from store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
+from store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path
+
+__all__ = [
+    "DISABLED",
+    "POOL_MIN_BYTES",
+    "EarlierActor",
+    "EarlierRecall",
+    "EarlierSearch",
+    "Task",
+    "fold_log",
+]
+
+log = logging.getLogger("actors.earlier")
+
+_TASK_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+"""A task id as store.log names them."""
+
+DISABLED = (
+    "searching earlier tasks is off for this project; "
+    "a person turns it on with `nodwyn-retrieval earlier on`"
+)
+"""§9: off, the scope says so and where a person turns it on."""
+
+POOL_MIN_BYTES = 32 << 20
+"""Log bytes to fold past which the logs are folded in worker processes. Starting the workers
+costs about 0.8 s on the machines measured (bench/memory_bench.py); folding runs at about 10 MB/s
+a core, so below this the pool would not pay for itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierSearch:
+    """index-search with scope "earlier" (§9), or a person's ``memory search``."""
+
+    query: str
+    """The query as given (the engine has checked it is not empty)."""
+    limit: int
+    """How many results, 1 to 20 (checked by the engine)."""
+    allowed: bool
+    """Whether the person allows searching earlier tasks for this project, read at this call."""
+    person: bool = False
+    """A person's own search (``memory search``): the switch does not apply."""
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierRecall:
+    """recall with a task (§1, §9), or a person's ``memory recall``."""
+
+    task: str
+    """The task's id, as a search's result names it."""
+    seq: int
+    """The event's seq in that task's log."""
+    start: int | None = None
+    """The first line to return, 1-based; None for the whole event."""
+    count: int | None = None
+    """How many lines from start; None for all that fit the result cap."""
+    allowed: bool = False
+    """Whether the person allows earlier tasks for this project, read at this call."""
+    person: bool = False
+    """A person's own recall (``memory recall``): the switch does not apply."""
+
+
+@dataclass(slots=True)
+class Task:
+    """One of the project's tasks, as a search orders and labels its results."""
+
+    id: str
+    """The task's id."""
+    log: Path
+    """Its log."""
+    st: os.stat_result
+    """Its log's ``stat`` when listed."""
+    _meta: TaskMeta | None = None
+
+    @property
+    def mtime_ns(self) -> int:
+        """When its log last changed: the newer task comes first, and wins a tie (§9)."""
+        return self.st.st_mtime_ns
+
+    @property
+    def size(self) -> int:
+        return self.st.st_size
+
+    @property
+    def meta(self) -> TaskMeta:
+        """Its ``.meta.json`` (title, created, archived), read when a result needs it."""
+        if self._meta is None:
+            self._meta = task_meta(self.log)
+        return self._meta
+
+    @property
+    def date(self) -> str:
+        return self.meta.created[:10]
+
+    def labels(self) -> tuple[str, str, bool]:
+        """Its date, title and whether it is archived, as its results show them."""
+        return self.date, self.meta.title, self.meta.archived
+
+
+def fold_log(path: str) -> int:
+    """Bring one log's ``.mem`` up to date (in a worker process); the log bytes it covers."""
+    with LogView.open(Path(path)) as view:
+        return view.mem.covered if view.mem is not None else 0
+
+
+def _to_fold(task: Task) -> int:
+    """The log bytes a search would fold into this task's ``.mem``, estimated from ``stat``: the
+    whole log when there is no ``.mem`` or the log changed after it was written, else none."""
+    try:
+        mem_mtime = mem_path(task.log).stat().st_mtime_ns
+    except OSError:
+        return task.size
+    return task.size if mem_mtime < task.mtime_ns else 0
+
+
+class EarlierActor(Actor):
+    """index-search "earlier" and recall with a task over the project's other tasks (§9)."""
+
+    def __init__(
+        self,
+        tasks_dir: Path,
+        project_key: str,
+        config_dir: Path,
+        config: Config,
+        current: Path | None = None,
+    ) -> None:
+        self.tasks_dir = Path(tasks_dir)
+        self.project_key = project_key
+        self.config_dir = Path(config_dir)
+        self.config = config
+        self.current = Path(current) if current is not None else None
+        self._pool: ProcessPool | None = None
+        self._current_id: tuple[int, int] | None = None
+        if self.current is not None:
+            try:
+                st = self.current.stat()
+                self._current_id = (st.st_dev, st.st_ino)
+            except OSError:
+                self._current_id = None
+
+    def __repr__(self) -> str:
+        return f"<EarlierActor {self.project_key} in {self.tasks_dir}>"
+
+    async def on_stop(self) -> None:
+        await self._close_pool()
+
+    def on_failure(self, exc: BaseException) -> None:
+        # A failing tell has no state to undo; the pool, if any, is closed at the stop.
+        log.warning("earlier tasks: %s", exc)
+
+    async def _close_pool(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def handle(self, message: object) -> object:
+        if isinstance(message, EarlierSearch):
+            if not (message.allowed or message.person):
+                raise Disabled(DISABLED)
+            return await self.search(message.query, message.limit, person=message.person)
+        if isinstance(message, EarlierRecall):
+            if not (message.allowed or message.person):
+                raise Disabled(DISABLED)
+            return self.recall(message.task, message.seq, message.start, message.count)
+        raise BadInput(f"earlier tasks do not take {type(message).__name__}")
+
+    # -- the tasks ------------------------------------------------------------------------
+
+    def tasks(self, *, person: bool = False) -> list[Task]:
+        """The project's tasks, newest first (by their logs' change, then id); the current one
+        left out unless a person asks. A ``.mem`` whose log is gone is removed: it went with its
+        task."""
+        entries: dict[str, os.DirEntry[str]] = {}
+        try:
+            with os.scandir(self.tasks_dir) as it:
+                for entry in it:
+                    entries[entry.name] = entry
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise store_error("listing", self.tasks_dir, exc) from exc
+        self._remove_orphans(list(entries))
+        out: list[Task] = []
+        for name, entry in entries.items():
+            if not name.endswith(LOG_SUFFIX):
+                continue
+            tid = name[: -len(LOG_SUFFIX)]
+            if not _TASK_ID.fullmatch(tid):
+                continue
+            try:
+                st = entry.stat()
+            except OSError:
+                continue  # deleted while we listed: gone with its log
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if not person and (st.st_dev, st.st_ino) == self._current_id:
+                continue
+            out.append(Task(tid, Path(entry.path), st))
+        out.sort(key=lambda t: (t.mtime_ns, t.id), reverse=True)
+        return out
+
+    def _remove_orphans(self, names: list[str]) -> None:
+        logs = {n for n in names if n.endswith(LOG_SUFFIX)}
+        orphans = [
+            n for n in names if n.endswith(".mem") and n[: -len(".mem")] + LOG_SUFFIX not in logs
+        ]
+        if not orphans:
+            return
+        try:
+            with file_lock(self.tasks_dir / LOCK_NAME, timeout=LOCK_SECONDS):
+                for n in orphans:
+                    if not (self.tasks_dir / (n[: -len(".mem")] + LOG_SUFFIX)).exists():
+                        (self.tasks_dir / n).unlink(missing_ok=True)
+        except (OSError, TimeoutError) as exc:
+            log.warning("cannot remove a gone task's .mem: %s", exc)
+
+    async def _fold_in_pool(self, tasks: list[Task]) -> None:
+        """Fold the logs that need it in worker processes, when there is enough to fold."""
+        work = [t for t in tasks if _to_fold(t)]
+        if sum(t.size for t in work) < POOL_MIN_BYTES:
+            return
+        if self._pool is None:
+            self._pool = ProcessPool()
+        pool = self._pool
+        work.sort(key=lambda t: -t.size)
+        results = await asyncio.gather(
+            *(pool.run(fold_log, str(t.log)) for t in work), return_exceptions=True
+        )
+        for t, r in zip(work, results, strict=True):
+            if isinstance(r, BaseException):
+                # The search folds it here instead, and says what was wrong if it fails again.
+                log.warning("folding %s in a worker failed: %s", t.log, r)
+
+    # -- search ---------------------------------------------------------------------------
+
+    async def search(self, query: str, limit: int, *, person: bool = False) -> SearchOutput:
+        """Rank the events of all the project's other tasks as one collection (§9)."""
+        tasks = self.tasks(person=person)
+        await self._fold_in_pool(tasks)
+        views: list[LogView] = []
+        kept: list[Task] = []
+        try:
+            for t in tasks:
+                try:
+                    view = LogView.open(t.log, st=t.st)
+                except NotFound:
+                    continue  # deleted while we listed: gone with its log
+                views.append(view)
+                kept.append(t)
+                if view.wrote or view.tail:
+                    await asyncio.sleep(0)  # a log was folded: let other actors run
+        except BaseException:
+            for v in views:
+                v.close()
+            raise
+        return self._rank(kept, views, query, limit, person)
+
+    def _rank(
+        self, tasks: list[Task], views: list[LogView], query: str, limit: int, person: bool
+    ) -> SearchOutput:
+        # with_views takes the views already open, reopens only a log whose .mem turns out
+        # damaged, and closes them all.
+
+        def run(vs: list[LogView]) -> SearchOutput:
+            sources = [Source(v, t.id, t.labels) for t, v in zip(tasks, vs, strict=True)]
+            hits = rank_sources(sources, query, limit)
+            events = sum(v.n_events for v in vs)
+            ranked = sum(v.n_ranked for v in vs)
+            whose = "this project's" if person else "this project's earlier"
+            text = (
+                f"ranked {ranked:,} of the {plural(events, 'event')} in {whose} "
+                f"{plural(len(tasks), 'task')}"
+            )
+            text += "" if hits else "\nno event matches those words"
+            header = {"events": events, "ranked": ranked, "tasks": len(tasks), "text": text}
+            return SearchOutput(
+                scope="earlier",
+                query=query,
+                text=render_hits(text, hits),
+                header=header,
+                hits=[hit_json(h) for h in hits],
+            )
+
+        return with_views([t.log for t in tasks], run, opened=views)
+
+    # -- recall ---------------------------------------------------------------------------
+
+    def _task_log(self, task: str) -> Path:
+        if not isinstance(task, str) or not task:
+            raise BadInput(f"task id {task!r} is not a task id")
+        if "/" in task or "\\" in task or ".." in task or "\0" in task:
+            raise BadInput(f"task id {task!r} is not a task id: it names a path")
+        path = log_path(self.tasks_dir, task)
+        if not path.is_file():
+            raise NotFound(f"task {task} is not a task of this project")
+        return path
+
+    def recall(self, task: str, seq: int, start: int | None, count: int | None) -> ToolOutput:
+        """One event of one of this project's tasks by its seq (§9)."""
+        path = self._task_log(task)
+
+        def run(views: list[LogView]) -> ToolOutput:
+            try:
+                return recall_event(views[0], seq, start, count, self.config.result_cap, task=task)
+            except FormatError as exc:
+                raise Damaged(0, exc) from None
+
+        try:
+            return with_views([path], run)
+        except NotFound as exc:
+            if not path.exists():
+                raise NotFound(f"task {task} is not a task of this project") from exc
+            raise
