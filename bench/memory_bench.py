@@ -1,0 +1,188 @@
+"""The conversation's and earlier tasks' figures: first search, later searches, .mem size.
+
+Usage: python bench/memory_bench.py [--tree DIR] [--work DIR] [--runs N] [--earlier-bytes B]
+
+Generates (bench/loggen.py, from the tree given or this project's files) a log of 6,849 events and
+6.7 MB, and a tasks directory of 78 logs holding 17,663 events, then measures through the actors,
+as the engine asks them:
+
+- conversation, first search: the log's .mem missing, so the search builds it (the word splitter's
+  memo cleared first, as in a new process);
+- conversation, later searches: the median over a set of queries, the .mem in place;
+- earlier tasks, first search: no .mem anywhere, so the search writes all 78 (folded here, or in
+  worker processes when the logs to fold pass actors.earlier.POOL_MIN_BYTES; the row "pool" forces
+  the workers to show what they cost and save on this machine);
+- earlier tasks, later searches: the median over the same queries;
+- the .mem files' bytes against the logs'.
+
+The earlier tasks' logs are generated, then left alone for more than store.mem.RACY_NS before the
+first search, as a project's earlier tasks are: a log changed within that of its .mem's build is
+hashed at every search (the "racily clean" rule), which a task finished minutes ago never is.
+
+Each figure is printed beside its target (PERFORMANCE.md) and the machine's load average, since
+the machines here are shared. This is a measurement, not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import actors.earlier as earlier_mod
+from actors.conversation import ConversationActor, LogSearch
+from actors.earlier import EarlierActor, EarlierSearch
+from bench.loggen import Tree, generate_log, generate_tasks
+from bus import ActorSystem
+from retrieval.words import clear_memo
+from store.config import Config
+from store.mem import RACY_NS, mem_path
+
+QUERIES = (
+    "credential binding localhost",
+    "lock taken twice",
+    "ScrubEnv",
+    "segment postings words",
+    "test fails undefined",
+    "rename everywhere docs",
+)
+CONV_EVENTS, CONV_BYTES = 6_849, 6_700_000
+TASKS, TASK_EVENTS = 78, 17_663
+
+
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def _forget(tasks: Path) -> None:
+    """Remove every .mem: the next search is a project's first."""
+    for m in tasks.glob("*.mem"):
+        m.unlink()
+
+
+def _logs(tasks: Path) -> list[Path]:
+    return sorted(tasks.glob("*.jsonl"))
+
+
+def _ratio(logs: list[Path]) -> float:
+    """The .mem files' bytes over their logs'."""
+    return sum(mem_path(x).stat().st_size for x in logs) / sum(x.stat().st_size for x in logs)
+
+
+async def conversation(log: Path, runs: int) -> tuple[float, float, float]:
+    """(first search s, later search median s, .mem / log)."""
+    firsts: list[float] = []
+    laters: list[float] = []
+    async with ActorSystem() as system:
+        ref = system.spawn(ConversationActor(log, Config()), name="conversation")
+        for _ in range(runs):
+            mem_path(log).unlink(missing_ok=True)
+            clear_memo()
+            t = time.perf_counter()
+            await ref.ask(LogSearch(QUERIES[0], 8))
+            firsts.append(time.perf_counter() - t)
+        for _ in range(runs * 3):
+            for q in QUERIES:
+                t = time.perf_counter()
+                await ref.ask(LogSearch(q, 8))
+                laters.append(time.perf_counter() - t)
+    return statistics.median(firsts), statistics.median(laters), _ratio([log])
+
+
+async def earlier(tasks: Path, runs: int, *, pool: bool) -> tuple[float, float, float]:
+    """(first search s, later search median s, .mem files / logs)."""
+    firsts: list[float] = []
+    laters: list[float] = []
+    saved = earlier_mod.POOL_MIN_BYTES
+    if pool:
+        earlier_mod.POOL_MIN_BYTES = 0
+    try:
+        async with ActorSystem() as system:
+            ref = system.spawn(EarlierActor(tasks, "bench", tasks, Config()), name="earlier")
+            for _ in range(runs):
+                _forget(tasks)
+                clear_memo()
+                t = time.perf_counter()
+                await ref.ask(EarlierSearch(QUERIES[0], 8, True))
+                firsts.append(time.perf_counter() - t)
+            for _ in range(runs * 3):
+                for q in QUERIES:
+                    t = time.perf_counter()
+                    await ref.ask(EarlierSearch(q, 8, True))
+                    laters.append(time.perf_counter() - t)
+    finally:
+        earlier_mod.POOL_MIN_BYTES = saved
+    return (
+        statistics.median(firsts),
+        statistics.median(laters),
+        _ratio(_logs(tasks)),
+    )
+
+
+def row(what: str, got: str, target: str) -> None:
+    print(f"| {what:<44} | {got:>12} | {target:>10} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--tree", type=Path, default=None, help="a tree whose files the logs read")
+    p.add_argument(
+        "--work", type=Path, default=None, help="where to generate (default: a temp dir)"
+    )
+    p.add_argument("--runs", type=int, default=3, help="first searches measured (median)")
+    p.add_argument("--earlier-bytes", type=float, default=17.3e6, help="bytes of the 78 logs")
+    p.add_argument("--no-pool-row", action="store_true", help="skip the forced worker-pool row")
+    ns = p.parse_args(argv)
+    work = ns.work or Path(tempfile.mkdtemp(prefix="memory-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    tree = Tree.load(ns.tree) if ns.tree else Tree.load(Path(__file__).resolve().parent.parent)
+    log = work / "conversation.jsonl"
+    if not log.exists():
+        generate_log(log, events=CONV_EVENTS, size=CONV_BYTES, tree=tree, seed=1)
+    tasks = work / "tasks"
+    if not tasks.exists():
+        generate_tasks(
+            tasks, tasks=TASKS, events=TASK_EVENTS, size=int(ns.earlier_bytes), tree=tree
+        )
+        time.sleep(RACY_NS / 1e9 + 0.2)  # earlier tasks are not being written (module doc)
+    log_mb = log.stat().st_size / 1e6
+    tasks_mb = sum(x.stat().st_size for x in tasks.glob("*.jsonl")) / 1e6
+    print(f"tree {tree.root} ({len(tree.files):,} files); {os.cpu_count()} CPUs")
+    print(f"load average before: {load()}")
+    print(f"conversation: {log_mb:.1f} MB, {CONV_EVENTS:,} events; earlier: {TASKS} logs, "
+          f"{TASK_EVENTS:,} events, {tasks_mb:.1f} MB")  # fmt: skip
+    print()
+    print(f"| {'figure':<44} | {'measured':>12} | {'target':>10} |")
+    print(f"|{'-' * 46}|{'-' * 14}|{'-' * 12}|")
+    first, later, ratio = asyncio.run(conversation(log, ns.runs))
+    row("conversation: first search (builds the .mem)", f"{first:.3f} s", "0.3 s")
+    row("conversation: later search (median)", f"{later * 1e3:.2f} ms", "4 ms")
+    row("conversation: .mem / log", f"{ratio:.2f}x", "0.5x")
+    first, later, ratio = asyncio.run(earlier(tasks, ns.runs, pool=False))
+    row("earlier: first search (writes 78 .mem)", f"{first:.3f} s", "1.3 s")
+    row("earlier: later search (median)", f"{later * 1e3:.2f} ms", "10 ms")
+    row("earlier: .mem files / logs", f"{ratio:.2f}x", "0.5x")
+    if not ns.no_pool_row:
+        first, _, _ = asyncio.run(earlier(tasks, ns.runs, pool=True))
+        row("earlier: first search, folded in worker processes", f"{first:.3f} s", "1.3 s")
+    print(f"\nload average after: {load()}")
+    if ns.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
