@@ -130,13 +130,14 @@ class IndexerActor(Actor):
         for path, key in target.items():
             if self.tree.files.get(path) == key:
                 continue
+            # Touched before it is read: a collection from now on sees it fresh (§4).
+            self._touch(key)
             rec = self.store.get(key)
             if rec is None:
                 missing.append(path)
                 if path in self.tree.files:
                     changes[path] = None
             else:
-                self.store.touch(key)
                 changes[path] = (key, rec)
         return changes, missing
 
@@ -167,6 +168,11 @@ class IndexerActor(Actor):
             store_error=store_error,
         )
 
+    def _touch(self, key: str) -> None:
+        """Mark a record fresh; a store that cannot be written then still answers from memory."""
+        with contextlib.suppress(StoreError):
+            self.store.touch(key)
+
     def _store_all(
         self, analyzed: list[tuple[FileStat, Analyzed, bytes]]
     ) -> tuple[list[tuple[FileStat, Analyzed, FileRecord | None]], str | None]:
@@ -183,9 +189,10 @@ class IndexerActor(Actor):
                 continue
             rec = a.record
             if rec is None:
+                # §4: touched before it is read, so a collection from now on keeps it.
+                self._touch(a.key)
                 rec = self.store.get(a.key)
                 if rec is not None:
-                    self.store.touch(a.key)  # §4: a reused record is fresh for the collection
                     out.append((stat, a, rec))
                     continue
                 # Stored when the worker looked, gone or damaged since: analyse it here.
@@ -242,6 +249,8 @@ class IndexerActor(Actor):
                 pool_tasks.append(asyncio.create_task(analyse_batch(batch)))
                 batch, batch_bytes = [], 0
 
+        reading: set[asyncio.Task[None]] = set()
+
         async def one(i: int, st: FileStat) -> None:
             nonlocal batch_bytes
             async with sem:
@@ -252,7 +261,16 @@ class IndexerActor(Actor):
                     skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
                     found.append(TreeFound(st, None, skip))
                     return
-                data = await self._read_file(st.path)
+                # A read in flight is not cancelled at the deadline (it takes milliseconds):
+                # cancelling an open in a worker thread would leave its file open.
+                me = asyncio.current_task()
+                if me is not None:
+                    reading.add(me)
+                try:
+                    data = await self._read_file(st.path)
+                finally:
+                    if me is not None:
+                        reading.discard(me)
             if data is None:
                 found.append(TreeFound(st, None, "gone"))
             elif len(data) > MAX_FILE_BYTES:
@@ -269,6 +287,10 @@ class IndexerActor(Actor):
         try:
             if readers:
                 await asyncio.wait(readers, timeout=max(0.0, deadline - loop.time()))
+            for t in readers:
+                if t not in reading:
+                    t.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
             flush()
             if pool_tasks:
                 await asyncio.wait(pool_tasks, timeout=max(0.0, deadline - loop.time()))
