@@ -478,18 +478,21 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
 
     The words are those of :func:`retrieval.events.event_counts`, found for the whole batch at
     once: each distinct text (a file read again is one text) is redacted and cut into runs, every
-    distinct run of the batch is expanded to words in one call of the word splitter, and the
-    (text, word) counts are spread to the documents that hold each text, with its weight, in
-    numpy. A text's counts are its runs' words, each counted once per occurrence of its run, which
-    is what ``word_counts`` adds up one run at a time.
+    distinct run of the batch goes through the word splitter's table once, and the (text, word)
+    counts are spread to the documents that hold each text, with its weight, in numpy. A text's
+    counts are its runs' words, each counted once per occurrence of its run, which is what
+    ``word_counts`` adds up one run at a time; a word two runs of one text give is listed twice
+    here and added up when the postings are sorted (:func:`_encode`).
     """
     kinds: dict[str, int] = {}
     agents: dict[str, int] = {}
     cards = CardMaker()
-    n = len(events)
-    ev = {name: np.empty(n, dtype=dt) for name, dt in _EV_DTYPES.items()}
-    ev_seq, ev_off, ev_len = ev["ev_seq"], ev["ev_off"], ev["ev_len"]
-    ev_turn, ev_kind, ev_agent = ev["ev_turn"], ev["ev_kind"], ev["ev_agent"]
+    ev_seq: list[int] = []
+    ev_off: list[int] = []
+    ev_len: list[int] = []
+    ev_turn: list[int] = []
+    ev_kind: list[int] = []
+    ev_agent: list[int] = []
     doc_event: list[int] = []
     texts: dict[str, int] = {}
     f_doc: list[int] = []
@@ -497,12 +500,12 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
     f_weight: list[int] = []
     for e, le in enumerate(events):
         event = le.event
-        ev_seq[e] = event["seq"]
-        ev_off[e] = le.offset
-        ev_len[e] = le.length
-        ev_turn[e] = min(turn_of(event), 2**32 - 1)
-        ev_kind[e] = _index(kinds, kind_of(event), 255)
-        ev_agent[e] = _index(agents, agent_of(event), 65535)
+        ev_seq.append(event["seq"])
+        ev_off.append(le.offset)
+        ev_len.append(le.length)
+        ev_turn.append(min(turn_of(event), 2**32 - 1))
+        ev_kind.append(_index(kinds, kind_of(event), 255))
+        ev_agent.append(_index(agents, agent_of(event), 65535))
         cards.add(event)
         fields = event_fields(event)
         if fields is None:
@@ -515,19 +518,18 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
             f_weight.append(weight)
     n_docs = len(doc_event)
 
-    # Each distinct text's distinct runs and how often each occurs; then every distinct run's
-    # words, through the splitter's table of runs (one lookup a run seen before).
+    # Each distinct text's distinct runs and how often each occurs, in text order.
     run_index: defaultdict[bytes, int] = defaultdict(count().__next__)
-    occ_runs: list[I64] = []
-    occ_counts: list[I64] = []
-    occ_len = np.zeros(len(texts), dtype=np.int64)
-    for t, text in enumerate(texts):
+    occ_runs: list[int] = []
+    occ_counts: list[int] = []
+    occ_len: list[int] = []
+    for text in texts:
         found = Counter(runs(redact(text).text)) if text else Counter[bytes]()
-        k = len(found)
-        occ_len[t] = k
-        occ_runs.append(np.fromiter(map(run_index.__getitem__, found), np.int64, k))
-        occ_counts.append(np.fromiter(found.values(), np.int64, k))
-    table = word_table()  # this thread's, for the whole batch: its ids stay valid
+        occ_len.append(len(found))
+        occ_runs.extend(map(run_index.__getitem__, found))
+        occ_counts.extend(found.values())
+    # Every distinct run's words, through this thread's table (its ids hold for this call).
+    table = word_table()
     shared = list(map(table.ids, map(table.__getitem__, run_index)))
     word_index: defaultdict[int, int] = defaultdict(count().__next__)
     flat = np.fromiter(map(word_index.__getitem__, chain.from_iterable(shared)), dtype=np.int64)
@@ -536,19 +538,21 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
     keys, key_of = np.unique(word_keys(words), return_inverse=True)
     flat = key_of.astype(np.int64)[flat] if flat.size else flat
     per_run = np.fromiter(map(len, shared), dtype=np.int64, count=len(shared))
-    first_word = np.cumsum(per_run) - per_run
+    occ = np.asarray(occ_runs, dtype=np.int64)
+    occ_n = np.asarray(occ_counts, dtype=np.int64)
+    t_len = np.asarray(occ_len, dtype=np.int64)
 
-    # (text, run, count) to (text, word, count), repeats added up.
-    occ = np.concatenate(occ_runs) if occ_runs else np.zeros(0, dtype=np.int64)
-    occ_n = np.concatenate(occ_counts) if occ_counts else np.zeros(0, dtype=np.int64)
-    occ_text, _ = _spans(occ_len)
-    w_run, nth = _spans(per_run[occ])
-    w_word = flat[first_word[occ][w_run] + nth]
-    n_words = max(int(keys.shape[0]), 1)
-    tkeys, tcounts = _sum_repeats(occ_text[w_run] * n_words + w_word, occ_n[w_run])
-    t_of = tkeys // n_words
-    t_word = tkeys - t_of * n_words
-    t_len = np.bincount(t_of, minlength=len(texts)).astype(np.int64)
+    # (text, run, count) to (text, word, count), still in text order.
+    if bool(np.all(per_run == 1)):
+        t_word, tcounts = flat[occ], occ_n
+    else:
+        first_word = np.cumsum(per_run) - per_run
+        lens = per_run[occ]
+        w_run, nth = _spans(lens)
+        t_word = flat[first_word[occ][w_run] + nth]
+        tcounts = occ_n[w_run]
+        occ_text, _ = _spans(t_len)
+        t_len = np.bincount(occ_text, weights=lens, minlength=len(texts)).astype(np.int64)
     t_start = np.cumsum(t_len) - t_len
 
     # Each document's texts, weighted.
@@ -567,7 +571,17 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
         pair_tf=pair_tf,
         doc_len=np.minimum(np.rint(doc_len), MAX_QUANTITY).astype(np.int64),
         doc_event=np.asarray(doc_event, dtype=np.int64),
-        ev=ev,
+        ev={
+            name: np.asarray(values, dtype=_EV_DTYPES[name])
+            for name, values in (
+                ("ev_seq", ev_seq),
+                ("ev_off", ev_off),
+                ("ev_len", ev_len),
+                ("ev_turn", ev_turn),
+                ("ev_kind", ev_kind),
+                ("ev_agent", ev_agent),
+            )
+        },
         kinds=list(kinds),
         agents=list(agents),
         cards=cards.cards(),

@@ -106,6 +106,23 @@ def test_a_mem_holds_each_ranked_events_words_as_event_counts_gives_them(log: Lo
         assert view.mem.lengths().tolist() == reference(log.path)[1]
 
 
+def test_empty_texts_and_names_of_many_words_are_counted_as_event_counts_does(
+    tmp_path: Path,
+) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("person.message", text="ScrubEnv max_result_tokens getHTTPServer")
+    lg.add("llm.resp", text="", calls=[])
+    lg.add("plan", text="")
+    lg.end_turn()
+    lg.add("summary", text="ScrubEnv")
+    lg.add("llm.resp", text="", calls=[])
+    lg.end_turn()
+    with LogView.open(lg.path) as view:
+        assert view.mem is not None
+        assert postings_of(view.mem) == reference(lg.path)[0]
+        assert view.mem.lengths().tolist() == reference(lg.path)[1]
+
+
 def test_a_mem_is_beside_its_log_and_deleting_it_loses_nothing(log: Log) -> None:
     with LogView.open(log.path) as view:
         assert view.wrote
