@@ -16,9 +16,10 @@ it on, so the model can ask. A person's own ``memory search`` and ``memory recal
 work whatever the switch: it decides what the model reads (ADR 51's amendment).
 
 The first search of a project writes a ``.mem`` for each log. When the logs to fold hold more than
-:data:`POOL_MIN_BYTES`, they are folded in parallel in worker processes (each writes its log's
-``.mem``; the search then opens them); below that, starting the workers would cost more than it
-saves, and they are folded here, one after another, yielding to the event loop between logs.
+:data:`POOL_MIN_BYTES`, worker processes fold the biggest (each writes its log's ``.mem``) while
+this actor folds the smallest, so the processors all work from the start; below that, starting a
+worker would cost more than it saves, and the logs are folded here one after another, yielding to
+the event loop between logs.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ import logging
 import os
 import re
 import stat
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from actors.conversation import Damaged, Source, rank_sources, recall_event, with_views
 from actors.messages import SearchOutput, ToolOutput
 from bus import Actor, ProcessPool
-from errors import BadInput, Disabled, FormatError, NotFound
+from errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
 from retrieval.events import hit_json, render_hits
 from retrieval.render import plural
 from store.atomic import file_lock, store_error
@@ -63,10 +65,11 @@ DISABLED = (
 )
 """§9: off, the scope says so and where a person turns it on."""
 
-POOL_MIN_BYTES = 32 << 20
-"""Log bytes to fold past which the logs are folded in worker processes. Starting the workers
-costs about 0.8 s on the machines measured (bench/memory_bench.py); folding runs at about 10 MB/s
-a core, so below this the pool would not pay for itself."""
+POOL_MIN_BYTES = 8 << 20
+"""Log bytes to fold past which worker processes fold some of them. A worker takes most of a second
+to start (it imports what folding needs) and folding runs at about 8 MB/s a core here
+(bench/memory_bench.py): below this, this actor folds everything before a worker would have
+folded anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,29 +258,52 @@ class EarlierActor(Actor):
         except (OSError, TimeoutError) as exc:
             log.warning("cannot remove a gone task's .mem: %s", exc)
 
-    async def _fold_in_pool(self, tasks: list[Task]) -> None:
-        """Fold the logs that need it in worker processes, when there is enough to fold."""
+    async def _fold_in_parallel(self, tasks: list[Task]) -> None:
+        """Bring the ``.mem`` files that need it up to date, in worker processes and here at once.
+
+        Worker processes take the biggest logs; while they start (most of a second, to import
+        what folding needs) and after, this actor folds the smallest ones itself, yielding to the
+        event loop between logs so the workers' results come back; the two meet in the middle.
+        Below :data:`POOL_MIN_BYTES`, or on one processor, nothing is done here: the search's views
+        fold what they find.
+        """
         work = [t for t in tasks if _to_fold(t)]
-        if sum(t.size for t in work) < POOL_MIN_BYTES:
+        cpus = os.cpu_count() or 1
+        if sum(t.size for t in work) < POOL_MIN_BYTES or cpus < 2:
             return
+        work.sort(key=lambda t: t.size)
+        queue = deque(work)
         if self._pool is None:
-            self._pool = ProcessPool()
+            self._pool = ProcessPool(max_workers=max(1, cpus - 1))
         pool = self._pool
-        work.sort(key=lambda t: -t.size)
-        results = await asyncio.gather(
-            *(pool.run(fold_log, str(t.log)) for t in work), return_exceptions=True
-        )
-        for t, r in zip(work, results, strict=True):
-            if isinstance(r, BaseException):
-                # The search folds it here instead, and says what was wrong if it fails again.
-                log.warning("folding %s in a worker failed: %s", t.log, r)
+
+        async def in_a_worker() -> None:
+            while queue:
+                t = queue.pop()  # the biggest left
+                try:
+                    await pool.run(fold_log, str(t.log))
+                except RetrievalError as exc:
+                    # The search's view folds it instead, and says what is wrong if it must.
+                    log.warning("folding %s in a worker failed: %s", t.log, exc)
+
+        runners = [asyncio.create_task(in_a_worker()) for _ in range(pool.max_workers)]
+        try:
+            await asyncio.sleep(0)  # let each runner hand its first log to the pool
+            while queue:
+                fold_log(str(queue.popleft().log))  # the smallest left
+                await asyncio.sleep(0)
+            await asyncio.gather(*runners)
+        finally:
+            for r in runners:
+                r.cancel()
+            await asyncio.gather(*runners, return_exceptions=True)
 
     # -- search ---------------------------------------------------------------------------
 
     async def search(self, query: str, limit: int, *, person: bool = False) -> SearchOutput:
         """Rank the events of all the project's other tasks as one collection (§9)."""
         tasks = self.tasks(person=person)
-        await self._fold_in_pool(tasks)
+        await self._fold_in_parallel(tasks)
         views: list[LogView] = []
         kept: list[Task] = []
         try:

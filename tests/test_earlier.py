@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import actors.earlier as earlier_module
 from actors.earlier import DISABLED, EarlierActor, EarlierRecall, EarlierSearch
 from actors.messages import SearchOutput, ToolOutput
 from bus import ActorSystem
@@ -310,6 +311,24 @@ async def test_a_search_keeps_no_file_open_after_it(tasks: Path) -> None:
         await ref.ask(EarlierSearch("credential binding", 8, True))
         await ref.ask(EarlierRecall("t-new", 7, 1, 2, True))
         assert len(list(fds.iterdir())) == open_before
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_logs_folded_in_worker_processes_search_as_logs_folded_here(
+    tasks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = await search(tasks, "credential binding ScrubEnv")
+    for m in tasks.glob("*.mem"):
+        m.unlink()
+    monkeypatch.setattr(earlier_module, "POOL_MIN_BYTES", 0)
+    actor = earlier(tasks)
+    async with ActorSystem() as system:
+        ref = system.spawn(actor, name="earlier")
+        there = await ref.ask(EarlierSearch("credential binding ScrubEnv", 8, True))
+    assert isinstance(there, SearchOutput)
+    assert there.text == here.text
+    assert sorted(m.name for m in tasks.glob("*.mem")) == ["t-new.mem", "t-old.mem"]
 
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
