@@ -18,13 +18,17 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from actors.messages import SearchOutput, ToolOutput
 from bus import Actor
 from errors import BadInput, FormatError, NotFound
-from retrieval.bm25 import Part, search_all
+from retrieval.bm25 import Part, Segment, search_all
 from retrieval.events import (
     Call,
     Card,
@@ -41,7 +45,15 @@ from retrieval.render import plural
 from retrieval.words import query_words
 from store.atomic import file_lock
 from store.config import Config
-from store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path, merge_cards, word_key
+from store.mem import (
+    LOCK_NAME,
+    LOCK_SECONDS,
+    LogView,
+    MemIndex,
+    mem_path,
+    merge_cards,
+    word_key,
+)
 
 __all__ = [
     "ConversationActor",
@@ -182,30 +194,75 @@ class Source:
         return mem.n_cards + sum(1 for t in self.tail_cards() if mem.card(t) is None)
 
 
+def _mem_postings(mem: MemIndex, keys: dict[str, int], word: str) -> tuple[Any, Any]:
+    return mem.postings(word, keys[word])
+
+
+def _collection(
+    sources: Sequence[Source], qwords: Sequence[str]
+) -> tuple[Segment, list[tuple[int, bool, int]]]:
+    """One segment holding every source's documents end to end, the ``.mem``'s then the events
+    after it, source after source, with the query's words' postings only; and where each part
+    starts: ``(source, in the .mem, first document)``.
+
+    search_all's statistics are sums over its parts, and a tie goes to the earlier part and then
+    the earlier document, so this one segment scores and orders every document as the parts
+    would (§9: one collection), for one pass of scoring instead of one per log.
+    """
+    keys = {w: word_key(w) for w in qwords}
+    lengths: list[npt.NDArray[np.uint32]] = []
+    docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
+    tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
+    starts: list[tuple[int, bool, int]] = []
+    base = 0
+    for si, src in enumerate(sources):
+        v = src.view
+        parts: list[tuple[bool, Callable[[str], tuple[Any, Any]], npt.NDArray[np.uint32]]] = []
+        try:
+            if v.mem is not None and v.mem.n_docs:
+                mem = v.mem
+                parts.append((True, partial(_mem_postings, mem, keys), mem.lengths()))
+            if v.tail_docs and v.tail_segment is not None:
+                seg = v.tail_segment
+                parts.append((False, seg.postings, seg.lengths))
+            for in_mem, postings, lens in parts:
+                for w in qwords:
+                    d, t = postings(w)
+                    if d.size:
+                        docs[w].append(d.astype(np.uint32) + np.uint32(base))
+                        tfs[w].append(t.astype(np.uint32))
+                starts.append((si, in_mem, base))
+                lengths.append(lens)
+                base += int(lens.shape[0])
+        except FormatError as exc:
+            raise Damaged(si, exc) from None
+    found = [w for w in qwords if docs[w]]
+    offsets = np.zeros(len(found) + 1, dtype=np.int64)
+    np.cumsum([sum(d.size for d in docs[w]) for w in found], out=offsets[1:])
+    z = np.zeros(0, dtype=np.uint32)
+    segment = Segment(
+        found,
+        offsets,
+        np.concatenate([d for w in found for d in docs[w]]) if found else z,
+        np.concatenate([t for w in found for t in tfs[w]]) if found else z,
+        np.concatenate(lengths) if lengths else z,
+    )
+    return segment, starts
+
+
 def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogHit]:
     """The events of every source ranked as one collection (§9: retrieval.bm25.search_all), best
     first; a tie goes to the earlier source, then to the earlier event."""
     qwords = query_words(query)
-    keys = {w: word_key(w) for w in qwords}
-    parts: list[Part] = []
-    owners: list[tuple[int, bool]] = []
-    for si, src in enumerate(sources):
-        v = src.view
-        if v.mem is not None and v.mem.n_docs:
-            try:
-                parts.append(Part(v.mem.segment(qwords, keys)))
-            except FormatError as exc:
-                raise Damaged(si, exc) from None
-            owners.append((si, True))
-        if v.tail_docs and v.tail_segment is not None:
-            parts.append(Part(v.tail_segment))
-            owners.append((si, False))
-    hits = search_all(parts, qwords, limit)
+    segment, starts = _collection(sources, qwords)
+    hits = search_all([Part(segment)], qwords, limit)
+    bases = [b for _, _, b in starts]
     doc_events: dict[int, Any] = {}
     events: dict[int, Any] = {}
     out: list[LogHit] = []
     for h in hits:
-        si, in_mem = owners[h.part]
+        si, in_mem, base = starts[bisect.bisect_right(bases, h.doc) - 1]
+        doc = h.doc - base
         src = sources[si]
         v = src.view
         try:
@@ -213,11 +270,11 @@ def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogH
                 if si not in events:
                     events[si] = v.mem.events()
                     doc_events[si] = v.mem.doc_events()
-                e = int(doc_events[si][h.doc])
+                e = int(doc_events[si][doc])
                 ev = events[si]
                 event = v.read_event(int(ev.off[e]), int(ev.length[e]), int(ev.seq[e]))
             else:
-                event = v.tail[v.tail_docs[h.doc]].event
+                event = v.tail[v.tail_docs[doc]].event
             et = event_text(event)
             card = src.card(et.turn, et.seq)
         except FormatError as exc:

@@ -36,6 +36,7 @@ import bisect
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from guard.redact import redact
@@ -618,31 +619,30 @@ def matched_lines(et: EventText, query_words: Sequence[str], n: int = 3) -> list
     wanted = set(query_words)
     if not wanted:
         return []
-    numbered = [(i, line) for i, line in enumerate(et.lines, 1) if i not in et.hidden]
+    lines = et.lines
     if not all(w.isascii() for w in wanted):
         # A non-ASCII word's lowercasing may not be a substring of the line's: no bound.
+        numbered = [(i, line) for i, line in enumerate(lines, 1) if i not in et.hidden]
         return best_lines(numbered, query_words, n)
-    low = "\n".join(line[:4096] for _, line in numbered).lower()
-    starts: list[int] = []
-    at = 0
-    for _, line in numbered:
-        starts.append(at)
-        at += min(len(line), 4096) + 1
+    cut = lines if max(map(len, lines), default=0) <= 4096 else [x[:4096] for x in lines]
+    low = "\n".join(cut).lower()
+    starts = list(accumulate(map(len, cut), lambda a, b: a + b + 1, initial=0))
     bound: dict[int, set[str]] = {}
     for w in wanted:
         pos = low.find(w)
         while pos >= 0:
             k = bisect.bisect_right(starts, pos) - 1
-            bound.setdefault(k, set()).add(w)
-            pos = low.find(w, starts[k + 1] if k + 1 < len(starts) else len(low))
+            if k + 1 not in et.hidden:
+                bound.setdefault(k, set()).add(w)
+            pos = low.find(w, starts[k + 1])
     order = sorted(bound, key=lambda k: (-len(bound[k]), k))
     found: list[tuple[int, int, str]] = []  # (-hits, line number, text)
     for k in order:
         if len(found) >= n:
             worst = max(found)
-            if (-len(bound[k]), numbered[k][0]) > worst[:2]:
+            if (-len(bound[k]), k + 1) > worst[:2]:
                 break
-        num, text = numbered[k]
+        num, text = k + 1, lines[k]
         hits = len(wanted.intersection(words(text[:4096])))
         if hits:
             found.append((-hits, num, text))

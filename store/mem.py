@@ -201,6 +201,9 @@ _CRC = struct.Struct("<I")
 _BASE = HEADER.size + _CRC.size + _HEAD.size
 _ALIGN = 8
 _TF_DTYPES: dict[int, str] = {1: "<u1", 2: "<u2", 4: "<u4"}
+_TF_CODES = {1: "B", 2: "H", 4: "I"}
+_SMALL_BLOCK = 48
+"""Up to this many postings a block is read and checked with plain integers."""
 _MAX_LINE = 1 << 30
 _LITTLE = sys.byteorder == "little"
 """Keys are stored little-endian: on such a machine they are searched as native integers."""
@@ -212,8 +215,11 @@ I64 = npt.NDArray[np.int64]
 
 def mem_path(log_path: Path) -> Path:
     """``<task-id>.mem`` beside ``<task-id>.jsonl`` (any other name: the name with ``.mem``)."""
-    text = os.fspath(log_path)
-    return Path(text[: -len(".jsonl")] + ".mem" if text.endswith(".jsonl") else text + ".mem")
+    return Path(_mem_file(os.fspath(log_path)))
+
+
+def _mem_file(log_path: str) -> str:
+    return log_path[: -len(".jsonl")] + ".mem" if log_path.endswith(".jsonl") else log_path + ".mem"
 
 
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -864,7 +870,7 @@ class MemIndex:
     file, and nothing else.
     """
 
-    def __init__(self, buf: mmap.mmap | bytes, *, path: Path | None = None) -> None:
+    def __init__(self, buf: mmap.mmap | bytes, *, path: Path | str | None = None) -> None:
         self._buf = buf
         self.path = path
         self._names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
@@ -877,7 +883,7 @@ class MemIndex:
             raise
 
     @classmethod
-    def open(cls, path: Path) -> MemIndex:
+    def open(cls, path: Path | str) -> MemIndex:
         """Read or map the ``.mem`` at path. FileNotFoundError when there is none; FormatError
         when it is empty, unreadable or not one."""
         try:
@@ -909,7 +915,7 @@ class MemIndex:
             raise _bad(f"cannot be read ({exc})") from None
         finally:
             os.close(fd)
-        return cls(buf, path=Path(path))
+        return cls(buf, path=path)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> MemIndex:
@@ -1042,6 +1048,18 @@ class MemIndex:
         if rest:
             raise _bad("postings block is not a whole number of postings")
         p0 = self._sec[_S["postings"]][0] + pa
+        if n <= _SMALL_BLOCK:
+            # A few postings: plain integers cost less than numpy's calls.
+            dl = struct.unpack_from(f"<{n}{'H' if dw == 2 else 'I'}", buf, p0)
+            tl = struct.unpack_from(f"<{n}{_TF_CODES[width]}", buf, p0 + n * dw)
+            sd = sum(dl) + n
+            st = sum(t * j for j, t in enumerate(tl, 1)) + n * (n + 1) // 2
+            h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + (pb - pa) * _M_SIZE) & _MASK32
+            if _fold16(h) != check:
+                raise _bad(f"postings of word {i} fail their check")
+            if max(dl) >= self.n_docs or max(tl) > MAX_QUANTITY:
+                raise _bad("posting is out of range")
+            return np.array(dl, dtype=np.uint32), np.array(tl, dtype=np.uint32)
         block = bytes(buf[p0 : p0 + (pb - pa)])
         docs = np.frombuffer(block, dtype="<u2" if dw == 2 else "<u4", count=n).astype(np.uint32)
         tfs = np.frombuffer(block, dtype=dtype, count=n, offset=n * dw).astype(np.uint32)
@@ -1306,7 +1324,7 @@ class LogView:
                 raise store_error("reading", self.path, exc) from exc
         return self._file
 
-    def _checked(self, mpath: Path, st: os.stat_result) -> tuple[MemIndex | None, str | None]:
+    def _checked(self, mpath: str, st: os.stat_result) -> tuple[MemIndex | None, str | None]:
         """The ``.mem`` at mpath if it matches the log; otherwise None and why."""
         try:
             mem = MemIndex.open(mpath)
@@ -1329,7 +1347,7 @@ class LogView:
         return mem, None
 
     def _load(self, st: os.stat_result, write: bool, damaged: str | None = None) -> None:
-        mpath = mem_path(self.path)
+        mpath = _mem_file(os.fspath(self.path))
         mem, why = (None, damaged) if damaged is not None else self._checked(mpath, st)
         start = mem.covered if mem is not None else 0
         after = mem.last_seq if mem is not None else 0
@@ -1362,7 +1380,7 @@ class LogView:
             self.rebuilt = why if why not in (None, "missing") else None
         elif mem is None and why not in (None, "missing") and write:
             # A damaged .mem of a log without a whole turn: nothing to build, so remove it.
-            _remove(mpath)
+            _remove(Path(mpath))
         self.mem = mem
         self.tail = events
         if events:
@@ -1375,12 +1393,13 @@ class LogView:
                     self.tail_docs.append(i)
             self.tail_segment = b.build()
 
-    def _install(self, mpath: Path, built: MemBuild, write: bool) -> tuple[MemIndex, bool]:
+    def _install(self, mfile: str, built: MemBuild, write: bool) -> tuple[MemIndex, bool]:
         """Write a built ``.mem`` under the lock unless one as good is there now; open it."""
+        mpath = Path(mfile)
         if write:
             try:
                 with file_lock(mpath.parent / LOCK_NAME, timeout=LOCK_SECONDS):
-                    there, _ = self._checked(mpath, os.fstat(self._log().fileno()))
+                    there, _ = self._checked(mfile, os.fstat(self._log().fileno()))
                     if there is not None and there.covered >= built.covered:
                         return there, False
                     if there is not None:
