@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ _FIELDS = frozenset(
     | {"paths", "size", "mtime_ns", "inode", "keys"}
 )
 _MAX_GENERATION = 2**63 - 1
+_KEY = re.compile(r"[0-9a-f]{64}-[0-9]{1,9}|![a-z0-9_]{1,32}")
 
 
 @dataclass(slots=True)
@@ -220,6 +222,10 @@ def _from_payload(obj: object) -> Manifest:
     # set(map(type, ...)) runs in C: a fifth of the time of a generator over 20,000 items.
     if n and (set(map(type, paths)) != {str} or set(map(type, keys)) != {str}):
         raise _bad("a path or a key is not a string")
+    # A key is a chunk store key or the refresher's marker of a file it left out: anything else
+    # would make the next refresh fail instead of rebuilding (§4: a file that is off is rebuilt).
+    if n and not all(map(_KEY.fullmatch, keys)):
+        raise _bad("a key is neither a chunk store key nor a marker")
     sizes = _column(obj, "size", _U64, n)
     mtimes = _column(obj, "mtime_ns", _I64, n)
     inodes = _column(obj, "inode", _U64, n)

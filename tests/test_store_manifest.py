@@ -47,7 +47,7 @@ def big_manifest(n: int) -> Manifest:
 
 def test_a_manifest_of_20000_entries_round_trips(tmp_path: Path) -> None:
     manifest = big_manifest(20_000)
-    manifest.entries["négatif.txt"] = Entry(size=0, mtime_ns=-5, inode=0, key="")
+    manifest.entries["négatif.txt"] = Entry(size=0, mtime_ns=-5, inode=0, key="!not_utf8")
     path = tmp_path / "trees" / "x.manifest"
     save_manifest(path, manifest)
     assert path.read_bytes()[:4] == b"NRMF"
@@ -89,7 +89,7 @@ def payload(**change: object) -> dict[str, object]:
         "size": bytes(16),
         "mtime_ns": bytes(16),
         "inode": bytes(16),
-        "keys": ["k1", "k2"],
+        "keys": ["a" * 64 + "-1001", "!binary"],
     }
     base.update(change)
     return {k: v for k, v in base.items() if v is not ...}
@@ -105,6 +105,10 @@ def payload(**change: object) -> dict[str, object]:
         ({"paths": ["a", ""]}, r"^manifest: a path is empty: rebuild$"),
         ({"paths": ["a", b"b"]}, r"^manifest: a path or a key is not a string: rebuild$"),
         ({"keys": ["k", 3]}, r"^manifest: a path or a key is not a string: rebuild$"),
+        (
+            {"keys": ["../../escape", "!binary"]},
+            r"^manifest: a key is neither a chunk store key nor a marker: rebuild$",
+        ),
         ({"generation": -1}, r"^manifest: generation -1 is out of range: rebuild$"),
         ({"generation": True}, r"^manifest: generation True is out of range: rebuild$"),
         ({"cursor": 3}, r"^manifest: cursor is a path or nil, got int: rebuild$"),
