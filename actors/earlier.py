@@ -290,7 +290,11 @@ class EarlierActor(Actor):
         try:
             await asyncio.sleep(0)  # let each runner hand its first log to the pool
             while queue:
-                fold_log(str(queue.popleft().log))  # the smallest left
+                t = queue.popleft()  # the smallest left
+                try:
+                    fold_log(str(t.log))
+                except RetrievalError as exc:
+                    log.warning("folding %s failed: %s", t.log, exc)  # the view says, if it must
                 await asyncio.sleep(0)
             await asyncio.gather(*runners)
         finally:
