@@ -141,6 +141,7 @@ class Engine:
         self._gc = gc
         self._embedder = embedder
         self._closed = False
+        self._open_args: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -225,11 +226,16 @@ class Engine:
         gc = system.spawn(GcActor(dirs), name="gc", restart="restart")
         embedder = system.spawn(EmbedderActor(config), name="embedder", restart="stop")
         await system.started()
-        return cls(
+        engine = cls(
             root=top, dirs=dirs, key=key, config_dir=cdir, config=config, guard=g, log=writer,
             log_path=log_path, system=system, pool=pool, refresher=refresher, indexer=indexer,
             conversation=conversation, earlier=earlier, gc=gc, embedder=embedder,
         )  # fmt: skip
+        engine._open_args = {
+            "data_dir": ddir, "config_dir": cdir, "log": log, "record": record, "guard": guard,
+            "checkers": checkers, "limits": limits, "workers": workers,
+        }  # fmt: skip
+        return engine
 
     async def close(self) -> None:
         """Stop the actors and the worker processes; idempotent."""
@@ -425,15 +431,12 @@ class Engine:
         }
 
     async def index_forget(self) -> dict[str, Any]:
-        """Delete the project's index (never the task logs); this session starts a new one."""
-        size = _du(self.dirs.index)
-        await self._system.stop()
-        shutil.rmtree(self.dirs.index, ignore_errors=True)
-        fresh = await Engine.open(
-            self.root, data_dir=self.dirs.root.parent.parent, config_dir=self.config_dir,
-            log=self.log_path, guard=self.guard,
-        )  # fmt: skip
-        self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "_closed"})
+        """Delete the project's index (never the task logs); the session goes on with a new one."""
+        size = await asyncio.to_thread(_du, self.dirs.index)
+        await self.close()
+        await asyncio.to_thread(shutil.rmtree, self.dirs.index, True)
+        fresh = await Engine.open(self.root, **self._open_args)
+        self.__dict__.update(fresh.__dict__)
         return {"project": self.key, "index_dir": str(self.dirs.index), "deleted_bytes": size}
 
     # -- tools for an agent loop (§1, §11) --------------------------------------------------

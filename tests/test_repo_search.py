@@ -526,3 +526,23 @@ async def test_a_tool_call_with_bad_arguments_is_an_error_result(
     assert names[:2] == ["index-search", "index-update"]
     assert "grep" in tools[0]["description"]
     assert tools[0]["input_schema"]["required"] == ["query", "scope"]
+
+
+@pytest.mark.asyncio
+async def test_forget_deletes_the_index_not_the_logs_and_the_session_goes_on(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    pdirs = project_dirs(dirs[0], project_key(repo))
+    pdirs.tasks.mkdir(parents=True)
+    log = pdirs.tasks / "t1.jsonl"
+    LogWriter(log).close()
+    async with await open_engine(repo, *dirs, log=log) as engine:
+        await engine.index_update()
+        assert any(pdirs.chunks.rglob("*.ck"))
+        gone = await engine.index_forget()
+        assert gone["deleted_bytes"] > 0
+        assert not any(pdirs.chunks.rglob("*.ck"))
+        assert log.is_file()
+        out = await engine.index_search("credential binding", "repo")
+    assert paths_of(out)[0] == "keychain/bind.py"
+    assert any(pdirs.chunks.rglob("*.ck"))
