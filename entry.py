@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from actors.conversation import ConversationActor, LogSearch, Recall
 from actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
@@ -344,14 +344,17 @@ class Engine:
         r = await self._refresh(UPDATE_SECONDS, directory, update=True)
         await self._indexer.ask(SaveSnapshot())
         await self._gc.tell(Collect(force=False))
+        skipped = {
+            k: r.skipped.get(k, 0) for k in ("binary", "too_large", "not_utf8", "over_limit")
+        }
+        if r.skipped.get("denied"):
+            skipped["denied"] = r.skipped["denied"]
         summary = {
             "files": r.files,
             "read": r.read,
             "unchanged": r.unchanged,
             "removed": r.removed,
-            "skipped": {
-                k: r.skipped.get(k, 0) for k in ("binary", "too_large", "not_utf8", "over_limit")
-            },
+            "skipped": skipped,
             "refused": list(r.refused),
             "left_out_unasked": list(r.left_out_unasked),
             "partial": r.partial,
@@ -359,8 +362,6 @@ class Engine:
             "seconds": round(r.seconds, 3),
             "bytes": r.bytes,
         }
-        if r.skipped.get("denied"):
-            summary["skipped"]["denied"] = r.skipped["denied"]
         return UpdateOutput(_update_text(r, rel), summary)
 
     async def recall(
@@ -655,12 +656,12 @@ def _open_log(path: Path) -> LogWriter:
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as BadInput (exit 2, one line), not its own exit."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise BadInput(f"{message} (see --help)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     s = argparse.SUPPRESS
     common.add_argument(
         "--data-dir", default=s, help="data directory (or NODWYN_RETRIEVAL_DATA_DIR)"

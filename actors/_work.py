@@ -1,10 +1,10 @@
 """The CPU work of indexing a file, in a worker process or in the calling one.
 
-Given a file's bytes, :func:`analyze_blob` decides whether it is text (§2: binary and non-UTF-8 files
-are skipped), redacts it as the log redacts a tool result (§3: the index is built from the text the
-model would read), hashes the redacted text (§4: the content address) and, unless the chunk store
-already holds that content, cuts it into chunks and words. Everything here is a pure function of the
-bytes and the store's directory, so a batch can go to the process pool whole.
+Given a file's bytes, :func:`analyze_blob` decides whether it is text (§2: binary and non-UTF-8
+files are skipped), redacts it as the log redacts a tool result (§3: the index is built from the
+text the model would read), hashes the redacted text (§4: the content address) and, unless the
+chunk store already holds that content, cuts it into chunks and words. Everything here is a pure
+function of the bytes and the store's directory, so a batch can go to the process pool whole.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -12,7 +12,9 @@ from retrieval.tree import TreeIndex, TreeSegment
 FILES = {
     "keychain/bind.go": "func Bind(host string) error {\n\treturn checkHost(host)\n}\n",
     "keychain/scrub.go": "func ScrubEnv(env []string) []string {\n\treturn env\n}\n",
-    "docs/manual.md": "# Keys\n\nA key is bound to a host.\n\n# Env\n\nThe environment is scrubbed.\n",
+    "docs/manual.md": (
+        "# Keys\n\nA key is bound to a host.\n\n# Env\n\nThe environment is scrubbed.\n"
+    ),
     "server/http.go": "func Serve(port int) {\n\tlisten(port)\n}\n",
 }
 
@@ -34,7 +36,7 @@ def fresh(files: dict[str, str]) -> TreeIndex:
 QUERIES = [["host"], ["scrub", "env"], ["key", "bound", "host"], ["listen", "port"], ["nothing"]]
 
 
-@pytest.mark.parametrize("q", QUERIES, ids=lambda q: "-".join(q))
+@pytest.mark.parametrize("q", QUERIES, ids="-".join)
 def test_a_delta_of_changed_files_ranks_as_a_fresh_build(q: list[str]) -> None:
     index = fresh(FILES)
     changed = dict(FILES)
