@@ -42,7 +42,7 @@ from retrieval.render import plural
 from store.atomic import file_lock, store_error
 from store.config import Config
 from store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
-from store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path
+from store.mem import LOCK_NAME, LOCK_SECONDS, LogView
 
 __all__ = [
     "DISABLED",
@@ -114,6 +114,8 @@ class Task:
     """Its log."""
     st: os.stat_result
     """Its log's ``stat`` when listed."""
+    has_mem: bool = True
+    """Whether its ``.mem`` was there when listed."""
     _meta: TaskMeta | None = None
 
     @property
@@ -145,16 +147,6 @@ def fold_log(path: str) -> int:
     """Bring one log's ``.mem`` up to date (in a worker process); the log bytes it covers."""
     with LogView.open(Path(path)) as view:
         return view.mem.covered if view.mem is not None else 0
-
-
-def _to_fold(task: Task) -> int:
-    """The log bytes a search would fold into this task's ``.mem``, estimated from ``stat``: the
-    whole log when there is no ``.mem`` or the log changed after it was written, else none."""
-    try:
-        mem_mtime = mem_path(task.log).stat().st_mtime_ns
-    except OSError:
-        return task.size
-    return task.size if mem_mtime < task.mtime_ns else 0
 
 
 class EarlierActor(Actor):
@@ -239,7 +231,7 @@ class EarlierActor(Actor):
                 continue
             if not person and (st.st_dev, st.st_ino) == self._current_id:
                 continue
-            out.append(Task(tid, Path(entry.path), st))
+            out.append(Task(tid, Path(entry.path), st, has_mem=f"{tid}.mem" in entries))
         out.sort(key=lambda t: (t.mtime_ns, t.id), reverse=True)
         return out
 
@@ -267,7 +259,9 @@ class EarlierActor(Actor):
         Below :data:`POOL_MIN_BYTES`, or on one processor, nothing is done here: the search's views
         fold what they find.
         """
-        work = [t for t in tasks if _to_fold(t)]
+        # A log without a .mem is folded whole; one that grew since its .mem keeps it and folds
+        # only what it grew by, in its view.
+        work = [t for t in tasks if not t.has_mem]
         cpus = os.cpu_count() or 1
         if sum(t.size for t in work) < POOL_MIN_BYTES or cpus < 2:
             return
