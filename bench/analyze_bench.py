@@ -10,14 +10,14 @@ directory. It reads every UTF-8 text file up to 1 MiB (the ADR's whole-file cap,
   Counter per chunk, no memo), which the first build must beat by at least 2x;
 - words: word_counts() over each file;
 - chunks: split_lines() and chunk_spans() over each file;
-- analyze: analyze() over each file, which does both and builds the arrays.
-
+- analyze: analyze() over each file, which does both and builds the arrays;
 - analyze-warm: analyze() again with the memo of the run before, as a long-lived worker has it.
 
 Each figure is the median of the runs, the rows taking turns; the word memo is cleared before
 each run but analyze-warm's, so those runs are a first build. Everything runs in one thread (so
-on one core at a time). The last column is the naive prototype's time over the row's. This is a
-measurement, not a test: nothing here asserts a time.
+on one core at a time). MB/s is by the wall clock and cpu MB/s by the process's CPU time, the
+steadier of the two on a shared machine; the last column is the naive prototype's CPU time over
+the row's. This is a measurement, not a test: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -124,25 +124,29 @@ ROWS: dict[str, tuple[Callable[[str], object], bool]] = {
 }
 
 
-def run_once(fn: Callable[[str], object], texts: list[str], *, cold: bool) -> float:
-    """Seconds of fn over every text, the word memo cleared first when cold (a first build)."""
+def run_once(fn: Callable[[str], object], texts: list[str], *, cold: bool) -> tuple[float, float]:
+    """(wall, CPU) seconds of fn over every text, the word memo cleared first when cold."""
     if cold:
         clear_memo()
-    start = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for text in texts:
         fn(text)
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure(names: list[str], texts: list[str], runs: int) -> dict[str, float]:
-    """The median seconds of each row; the rows take turns, so that a noisy neighbour on a shared
-    machine slows them alike and the ratios hold."""
-    times: dict[str, list[float]] = {name: [] for name in names}
+def measure(names: list[str], texts: list[str], runs: int) -> dict[str, tuple[float, float]]:
+    """The median (wall, CPU) seconds of each row. The rows take turns, so that a noisy neighbour
+    on a shared machine slows them alike and the ratios hold; CPU time is the steadier figure
+    where other processes want the same cores."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for _ in range(runs):
         for name in names:
             fn, cold = ROWS[name]
             times[name].append(run_once(fn, texts, cold=cold))
-    return {name: statistics.median(seconds) for name, seconds in times.items()}
+    return {
+        name: (statistics.median(w for w, _ in pairs), statistics.median(c for _, c in pairs))
+        for name, pairs in times.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,12 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     names = [name for name in ROWS if not (args.no_naive and name == "naive")]
     medians = measure(names, texts, args.runs)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{label}: {len(texts)} files, {mb:.1f} MB, median of {args.runs} runs, one thread")
-    print(f"{'what':<13} {'seconds':>8} {'MB/s':>7} {'x naive':>8}")
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs at the end")
+    print(f"{'what':<13} {'wall s':>7} {'cpu s':>7} {'MB/s':>6} {'cpu MB/s':>9} {'x naive':>8}")
     for name in names:
-        seconds = medians[name]
-        ratio = f"{medians['naive'] / seconds:8.1f}" if "naive" in medians else f"{'-':>8}"
-        print(f"{name:<13} {seconds:8.2f} {mb / seconds:7.1f} {ratio}")
+        wall, cpu = medians[name]
+        ratio = f"{medians['naive'][1] / cpu:8.1f}" if "naive" in medians else f"{'-':>8}"
+        print(f"{name:<13} {wall:7.2f} {cpu:7.2f} {mb / wall:6.1f} {mb / cpu:9.1f} {ratio}")
     return 0
 
 

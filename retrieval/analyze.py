@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, pairwise
 from typing import Final
 
 import numpy as np
@@ -319,14 +319,15 @@ def analyze(text: str) -> FileRecord:
     1. Lines are cut at the positions of newlines, declarations found by one regular expression
        (:func:`retrieval.chunks.declaration_offsets_utf8`), and :func:`retrieval.chunks.cut`
        makes the chunks.
-    2. The translated bytes are split into runs once; where each run starts says its chunk and
-       whether it is in the chunk's first line.
+    2. Each chunk's translated bytes are split into runs (in C), and its first line's runs
+       counted, which places every run in its chunk and says whether it is in the first line.
     3. One lookup a run in this thread's :class:`retrieval.words.WordTable` gives its words' ids,
        which become file ids in order of first appearance; counting each occurrence's
        (chunk, word) key gives the pairs, in ascending word id within a chunk.
 
     Measured on sympy against the alternatives: a Counter per chunk, a dict of the file's runs
-    and a sort to number the words were each slower (bench/analyze_bench.py).
+    and a sort to number the words were each slower; one split of the whole file, its runs placed
+    by numpy over its bytes, was no faster (bench/analyze_bench.py).
     """
     data = encode(text)
     size = len(data)
@@ -345,19 +346,19 @@ def analyze(text: str) -> FileRecord:
     starts = lows + 1
     ends = np.append(lows[1:], n_lines)
 
-    # 2. Runs, each placed in its chunk and its chunk's first line or not. After translate, every
-    # byte is a space, a newline, or one that a run holds, and those are the ones above 0x20.
+    # 2. Runs, each chunk's split on its own so that its runs are known to be its, and counted in
+    # its first line. A run never crosses a line.
     tdata = translate(data)
-    runs = tdata.split()
+    bounds = line_starts[np.append(lows, n_lines)].tolist()
+    per_chunk = [tdata[a:b].split() for a, b in pairwise(bounds)]
+    first_ends = line_starts[lows + 1].tolist()
+    in_first = [len(tdata[a:b].split()) for a, b in zip(bounds[:-1], first_ends, strict=True)]
+    sizes = np.fromiter(map(len, per_chunk), dtype=np.int64, count=n_chunks)
+    runs = list(chain.from_iterable(per_chunk))
     n_runs = len(runs)
-    inside = np.frombuffer(tdata, dtype=np.uint8) > 0x20
-    run_starts = np.flatnonzero(inside[1:] > inside[:-1]) + 1
-    if inside[0]:
-        run_starts = np.concatenate(([0], run_starts))
-    chunk_bounds = np.searchsorted(run_starts, line_starts[np.append(lows, n_lines)])
-    first_ends = np.searchsorted(run_starts, line_starts[lows + 1])
-    run_chunk = np.repeat(np.arange(n_chunks, dtype=np.int64), np.diff(chunk_bounds))
-    run_first = np.arange(n_runs) < first_ends[run_chunk]
+    run_chunk = np.repeat(np.arange(n_chunks, dtype=np.int64), sizes)
+    first_end = np.cumsum(sizes) - sizes + np.array(in_first, dtype=np.int64)
+    run_first = np.arange(n_runs) < first_end[run_chunk]
 
     # 3. Words and pairs. A run seen before is a dict lookup in C; a new one is expanded as it
     # comes (WordTable.__missing__).

@@ -147,40 +147,59 @@ def _expand(token: str) -> tuple[str, ...]:
     token = token.strip("-_")
     if not token:
         return ()
+    if token.isascii():
+        return _expand_ascii(token)
     whole = token.lower()
     out: dict[str, None] = {whole: None} if _fits(whole) else {}
-    plain = token.isascii()
     parts = _PARTS.split(token) if ("_" in token or "-" in token) else (token,)
     for part in parts:
         lowered = part.lower()
         if not _fits(lowered):
             continue  # the amendment: a part that long gives no pieces either
         out[lowered] = None
-        if plain and part == lowered:
-            continue  # no capital, so one piece
-        pieces = _camel(part)
+        pieces = _unicode_camel(part)
         if len(pieces) > 1:
             for piece in pieces:
                 out[piece.lower()] = None
     return tuple(out)
 
 
+def _expand_ascii(token: str) -> tuple[str, ...]:
+    """_expand of an ASCII token without "_" or "-" at either end, with str methods for speed.
+
+    In ASCII a character is a byte and lowercasing keeps every position, so the parts of the
+    lowercased token are the lowercased parts, and a part with no capital is one piece.
+    """
+    whole = token.lower()
+    if "_" not in token and "-" not in token:
+        if len(token) > MAX_WORD_BYTES:
+            return ()
+        if token == whole:
+            return (whole,)
+        return tuple(dict.fromkeys([whole, *map(str.lower, _ascii_camel(token))]))
+    out: dict[str, None] = {whole: None} if len(whole) <= MAX_WORD_BYTES else {}
+    for part, lowered in zip(
+        token.replace("-", "_").split("_"), whole.replace("-", "_").split("_"), strict=True
+    ):
+        if not part or len(part) > MAX_WORD_BYTES:
+            continue  # between two joiners; or, the amendment, a part too long for its pieces
+        out[lowered] = None
+        if part != lowered:
+            pieces = _ascii_camel(part)
+            if len(pieces) > 1:
+                for piece in pieces:
+                    out[piece.lower()] = None
+    return tuple(out)
+
+
 def _expand_run(run: bytes) -> tuple[str, ...]:
     """The words of one run of translated bytes, in order, one token's words after another's."""
-    if run.isalnum():
-        # Only ASCII letters and digits: one token of one part, the common case by far.
-        if len(run) > MAX_WORD_BYTES:
-            return ()
-        token = run.decode("ascii")
-        if run.islower() or run.isdigit():
-            return (token,)
-        whole = token.lower()
-        pieces = _ascii_camel(token)
-        if len(pieces) == 1:
-            return (whole,)
-        return tuple(dict.fromkeys([whole, *map(str.lower, pieces)]))
-    if b"-" not in run and run.isascii():
-        return _expand(run.decode("ascii"))
+    # run.find, not "in": bytes.__contains__ tries its argument as an int first and formats the
+    # TypeError it then drops, which was a tenth of the cost of a new run.
+    if run.isascii() and run.find(b"-") < 0:
+        # At most one token, whose "_" are at the run's ends or join parts (\w includes "_").
+        token = run.decode("ascii").strip("_")
+        return _expand_ascii(token) if token else ()
     found: list[str] = []
     for token in _find_tokens(run.decode("utf-8", "surrogatepass")):
         found.extend(_expand(token))
@@ -215,24 +234,30 @@ class WordTable(dict[bytes, int]):
         """The word ids of the runs that give two or more words."""
 
     def __missing__(self, run: bytes) -> int:
-        ids = [self._id(word) for word in _expand_run(run)]
-        if len(ids) == 1:
-            code = ids[0]
-        elif not ids:
-            code = NO_WORDS
+        words = self.words
+        setdefault = self.word_id.setdefault
+        if run.isalnum() and (run.islower() or run.isdigit()) and len(run) <= MAX_WORD_BYTES:
+            # One lowercase ASCII word, most new runs: _expand_run's result, inline.
+            code = setdefault(run.decode("ascii"), len(words))
+            if code == len(words):
+                words.append(run.decode("ascii"))
         else:
-            code = -2 - len(self.multi)
-            self.multi.append(tuple(ids))
+            ids: list[int] = []
+            for word in _expand_run(run):
+                i = setdefault(word, len(words))
+                if i == len(words):
+                    words.append(word)
+                ids.append(i)
+            if len(ids) == 1:
+                code = ids[0]
+            elif not ids:
+                code = NO_WORDS
+            else:
+                code = -2 - len(self.multi)
+                self.multi.append(tuple(ids))
         if len(run) <= _MEMO_MAX_RUN:
             self[run] = code
         return code
-
-    def _id(self, word: str) -> int:
-        i = self.word_id.get(word)
-        if i is None:
-            i = self.word_id[word] = len(self.words)
-            self.words.append(word)
-        return i
 
     def ids(self, code: int) -> tuple[int, ...]:
         """The word ids of a code."""
