@@ -180,6 +180,17 @@ def test_two_processes_search_one_tree_while_a_third_edits_it(
                 assert set(hits) <= {file_path(i)}, (query, hits)
         assert all(u["saved"] for u in doc["updates"]), doc["updates"]
     assert n_results > 0
+    # Each file is as the editor last left it (written or deleted): nothing else wrote to it.
+    state: dict[str, int | None] = {}
+    for line in journal.read_text().splitlines():
+        rec = json.loads(line)
+        state[rec.get("path") or rec["delete"]] = rec.get("v")
+    for path, ver in state.items():
+        if ver is None:
+            assert not (repo / path).exists()
+        else:
+            i = int(path.rsplit("_", 1)[1][:-3])
+            assert f'"""ver{ver} of fileword{i}."""' in (repo / path).read_text()
     # When the edits stop, a new session finds every file by its own word and its last version.
     last: dict[str, int] = {}
     for v, path in written.items():
@@ -267,6 +278,13 @@ def test_an_update_killed_at_any_instant_leaves_a_store_the_next_search_uses(
         wrong = asyncio.run(search_some(repo, dirs, version, rng))
         assert wrong == [], f"round {rnd}: {wrong}"
     assert landed > 0, "no kill landed while an update ran"
+    # Nothing the person wrote was changed by the killed updates or the searches after them.
+    changed = [
+        file_path(i)
+        for i, v in version.items()
+        if (repo / file_path(i)).read_text() != file_body(i, v, 40)
+    ]
+    assert changed == []
     print(
         f"\nkills: {KILLS} updates of {KILL_FILES} files, {landed} killed while running, "
         f"{temp_seen} temporary files seen, no stored file torn, every next search right"
