@@ -88,7 +88,7 @@ def _targets(big: bool) -> list[tuple[str, str, str, Check]]:
         ),
         ("store_vs_text", "store on disk / text", "<= 0.5x", lambda r: r <= 0.5),
         ("rss_vs_text", "session peak RSS / text", "<= 1.5x", lambda r: r <= 1.5),
-        ("bound_search_s", "search, 3,000 files changed (s)", "<= 10.5 s", lambda s: s <= 10.5),
+        ("bound_search_s", "search, many files changed (s)", "<= 10.5 s", lambda s: s <= 10.5),
         ("bound_update_s", "longest index_update call (s)", "<= 60.5 s", lambda s: s <= 60.5),
     ]
 
@@ -237,8 +237,8 @@ def serve_ours(
                         t1 = time.perf_counter()
                         up = await engine.index_update()
                         calls.append({"seconds": time.perf_counter() - t1, **up.summary})
-                        if not up.summary["partial"]:
-                            break
+                        if not up.summary["partial"] or not up.summary["not_read"]:
+                            break  # done, or partial only because the tree passes §2's limits
                     ans = {
                         "calls": calls,
                         "seconds": time.perf_counter() - t0,
@@ -534,9 +534,9 @@ class Run:
         finally:
             for p, data in originals.items():
                 (self.root / p).write_bytes(data)
-        self.r["bound_search"] = {"files": len(chosen), **a}
+        self.r["bound_search"] = {**a, "changed": len(chosen)}
         for _ in range(10):  # put the index back in step with the restored tree
-            if not ours.ask(op="update")["partial"]:
+            if not ours.ask(op="update")["not_read"]:
                 break
 
     # -- the whole tree --
@@ -711,12 +711,12 @@ def report(r: dict[str, Any], markdown: bool) -> str:
         bs = r["bound_search"]
         rows.append(
             [
-                "search, 3,000 files changed",
+                f"search, {bs['changed']:,} files changed",
                 f"{bs['seconds']:.2f} s, partial {bs['partial']}, not read {bs['not_read']:,}",
                 "-",
                 "-",
                 "-",
-                f"{bs['files']:,} files appended to",
+                "a line appended to each, then one search (the 10 s bound)",
             ]
         )
     rows.append(
@@ -840,6 +840,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="only profile the build and warm searches (pyinstrument) into DIR",
     )
+    ap.add_argument("--render", type=Path, metavar="JSON", help="print the tables of a --json file")
     ap.add_argument("--workers", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-ours", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
@@ -849,6 +850,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.serve_ours is not None:
         serve_ours(args.serve_ours, args.data_dir, args.config_dir, args.workers, args.profile_out)
+        return 0
+
+    if args.render is not None:
+        saved = json.loads(args.render.read_text())
+        print(
+            f"{saved['command']}\n{saved['date']}, load average {saved['load_start']} at the "
+            f"start, {saved['load_end']} at the end\n"
+        )
+        for r in saved["trees"]:
+            print(report(r, args.markdown))
+            print()
         return 0
 
     trees: list[tuple[str, Path]] = [(c, _corpora.prepare(c)) for c in args.corpus]
