@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import stat as stat_mod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -57,20 +59,25 @@ SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
 
 def load_snapshot(path: Path) -> TreeSegment | None:
     """The tree segment stored at path, or None when it is missing or must be rebuilt."""
+    return _load_snapshot(path)[0]
+
+
+def _load_snapshot(path: Path) -> tuple[TreeSegment | None, bool]:
+    """The tree segment stored at path, and whether a damaged one was dropped."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
+        return None, False
     except OSError as e:
         log.warning("cannot read %s: %s", path, e)
-        return None
+        return None, False
     try:
-        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data))
+        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data)), False
     except FormatError as e:
         log.info("snapshot %s dropped: %s", path, e)
         with contextlib.suppress(OSError):
             path.unlink()
-        return None
+        return None, True
 
 
 class IndexerActor(Actor):
@@ -94,12 +101,14 @@ class IndexerActor(Actor):
         self._redact = redact_results or (lambda s: redact(s).text)
         self.tree = TreeIndex()
         self._snapshot_files = 0
+        self._rebuilt = 0
 
     def __repr__(self) -> str:
         return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
 
     async def on_start(self) -> None:
-        base = await asyncio.to_thread(load_snapshot, self.snapshot_path)
+        base, dropped = await asyncio.to_thread(_load_snapshot, self.snapshot_path)
+        self._rebuilt += int(dropped)  # reported by the next index.update record
         if base is not None:
             self.tree = TreeIndex(base)
             self._snapshot_files = len(base.files)
@@ -161,10 +170,12 @@ class IndexerActor(Actor):
         if self._should_snapshot():
             err = await self._save_snapshot()
             store_error = store_error or err
+        rebuilt = self.store.stats.rebuilt - rebuilt_before + self._rebuilt
+        self._rebuilt = 0
         return IndexedFiles(
             tuple(found),
             tuple(missing),
-            rebuilt=self.store.stats.rebuilt - rebuilt_before,
+            rebuilt=rebuilt,
             store_error=store_error,
         )
 
@@ -304,8 +315,14 @@ class IndexerActor(Actor):
         """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file."""
 
         def opener(p: str, flags: int) -> int:
-            # A file replaced by a symbolic link after it was listed is not followed.
-            return os.open(p, flags | os.O_NOFOLLOW)
+            # A file replaced after it was listed by a symbolic link is not followed, and by a
+            # FIFO or a device is not read: opening does not wait (O_NONBLOCK), and only a
+            # regular file is read.
+            fd = os.open(p, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", p)
+            return fd
 
         try:
             async with aiofiles.open(self.root / rel, "rb", opener=opener) as f:

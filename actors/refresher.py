@@ -87,6 +87,14 @@ class Plan:
     over: bool = False
 
 
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _dirs_of(paths: list[str]) -> set[str]:
     """Every directory holding a listed file, and their parents up to the root ("")."""
     dirs = {""}
@@ -146,6 +154,8 @@ class RefresherActor(Actor):
         self._fs_bytes = 0
         self._n_indexed = 0
         self._synced: int | None = None  # the manifest generation the indexer last matched
+        self._unsaved: str | None = None  # why the last save failed, until one succeeds
+        self._bad_names = 0  # listed names that are not UTF-8
         self._watch: TreeWatch | None = None
         self._watch_wanted = watch
 
@@ -178,7 +188,9 @@ class RefresherActor(Actor):
             self.rebuilt += 1
             return None
 
-    def _merge_save(self, touched: dict[str, Entry | None], extra: list[str]) -> str | None:
+    def _merge_save(
+        self, touched: dict[str, Entry | None], extra: list[str], force: bool = False
+    ) -> str | None:
         """Apply touched paths on top of the manifest on disk, under the lock; the error if any."""
         try:
             with file_lock(self.lock_path):
@@ -194,7 +206,7 @@ class RefresherActor(Actor):
                 m = Manifest(str(self.root), generation, entries)
                 m.extra = sorted(set(base.extra) | set(extra))
                 m.updated = time.time()
-                if touched or extra or disk is None:
+                if touched or extra or disk is None or force:
                     save_manifest(self.manifest_path, m)
                     st = os.stat(self.manifest_path)
                     self._disk_sig = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -237,6 +249,11 @@ class RefresherActor(Actor):
     def _full_scan(self, directory: str | None) -> list[str]:
         """List the tree (and the directories index-update added), watch it, and stat every file."""
         listed, in_git = list_tree(self.root)
+        # A name that is not UTF-8 cannot be shown in a result or stored as text: it is left out
+        # and counted with the files that are not UTF-8.
+        good = [p for p in listed if _utf8(p)]
+        self._bad_names = len(listed) - len(good)
+        listed = good
         extra = list(self.manifest.extra)
         if directory is not None and directory not in extra:
             extra = [*extra, directory]
@@ -249,7 +266,7 @@ class RefresherActor(Actor):
                     listed.extend(
                         p
                         for p in walk_dir(self.root, start, honour_ignores=False, skip_hidden=False)
-                        if p not in seen and not seen.add(p)  # type: ignore[func-returns-value]
+                        if p not in seen and not seen.add(p) and _utf8(p)  # type: ignore[func-returns-value]
                     )
         if self._watch is None and self._watch_wanted and in_git is not None:
             self._start_watch(in_git)
@@ -399,6 +416,7 @@ class RefresherActor(Actor):
                 continue
             plan.to_read.append(st)
         plan.drop = {p: None for p in entries if p not in keep}
+        skipped["not_utf8"] += self._bad_names
         self._over = plan.over
         return plan
 
@@ -409,7 +427,7 @@ class RefresherActor(Actor):
         extra = self._extra
         touched: dict[str, Entry | None] = dict(drop)
         need_sync = self._synced != self.manifest.generation
-        if not to_read and not drop and not need_sync and not msg.update:
+        if not to_read and not drop and not need_sync and not msg.update and not self._unsaved:
             # Nothing changed, here or in another process: the index in memory is current.
             return Refreshed(
                 files=self._n_indexed,
@@ -478,10 +496,12 @@ class RefresherActor(Actor):
         self._pending.update(refused, unasked)
         store_error = next((r.store_error for r in rounds if r.store_error), None)
         save_error = None
-        if touched or msg.directory or msg.update:
+        if touched or msg.directory or msg.update or self._unsaved:
             save_error = await asyncio.to_thread(
-                self._merge_save, touched, extra if msg.directory else []
+                self._merge_save, touched, extra if msg.directory else [], bool(self._unsaved)
             )
+        # A save that failed (a full disk) is tried again at every refresh until one succeeds.
+        self._unsaved = save_error
         self._synced = self.manifest.generation
         store_error = store_error or save_error
         files = sum(1 for e in self.manifest.entries.values() if not e.key.startswith(SKIP_PREFIX))
@@ -505,7 +525,9 @@ class RefresherActor(Actor):
             rebuilt=self.rebuilt + sum(r.rebuilt for r in rounds),
         )
         self.rebuilt = 0
-        if self.record is not None and (msg.update or read or removed or refused or unasked):
+        if self.record is not None and (
+            msg.update or read or removed or refused or unasked or result.rebuilt
+        ):
             self.record(update_event(result))
         return result
 
