@@ -34,7 +34,7 @@ from retrieval.chunks import (
         pytest.param("a\u2028b\x0cc\n", ["a\u2028b\x0cc"], id="only-newline-cuts"),
     ],
 )
-def test_split_lines(text: str, lines: list[str]) -> None:
+def test_lines_end_at_newlines_without_their_cr(text: str, lines: list[str]) -> None:
     assert split_lines(text) == lines
 
 
@@ -94,7 +94,9 @@ def _lines(n: int, at: dict[int, str] | None = None) -> list[str]:
         pytest.param(["x" * (1 << 20)], [(0, 1)], id="one-megabyte-line"),
     ],
 )
-def test_chunk_spans(lines: list[str], spans: list[tuple[int, int]]) -> None:
+def test_chunks_start_at_declarations_past_20_lines_and_end_by_80(
+    lines: list[str], spans: list[tuple[int, int]]
+) -> None:
     assert chunk_spans(lines) == spans
 
 
