@@ -137,11 +137,6 @@ def _unicode_camel(part: str) -> list[str]:
     return pieces
 
 
-def _camel(part: str) -> list[str]:
-    """The camel-case pieces of one part, in their original case."""
-    return _ascii_camel(part) if part.isascii() else _unicode_camel(part)
-
-
 def _expand(token: str) -> tuple[str, ...]:
     """The distinct words one token gives, in order: whole, then each part and its pieces."""
     token = token.strip("-_")
