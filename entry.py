@@ -341,8 +341,9 @@ class Engine:
         """index-update (§1, §5): bring the index up to date for at most 60 s; resumable."""
         rel = self._check_path(path)
         directory = rel if rel and (self.root / rel).is_dir() else None
+        start = asyncio.get_running_loop().time()
         r = await self._refresh(UPDATE_SECONDS, directory, update=True)
-        await self._indexer.ask(SaveSnapshot())
+        await self._indexer.ask(SaveSnapshot(start + UPDATE_SECONDS))
         await self._gc.tell(Collect(force=False))
         skipped = {
             k: r.skipped.get(k, 0) for k in ("binary", "too_large", "not_utf8", "over_limit")

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from errors import StoreError
 from guard.redact import redact
 from retrieval.analyze import FileRecord, analyze
 from store.chunkstore import ChunkStore
@@ -40,14 +41,24 @@ class Analyzed:
     """How many credential shapes redaction replaced."""
     text_bytes: int = 0
     """The size of its text."""
+    stored: bool = False
+    """The record was written to the chunk store where it was made (a worker process)."""
+    store_error: str | None = None
+    """Why writing it failed (a full disk): the record is still indexed in memory."""
 
 
 def is_binary(data: bytes) -> bool:
     return b"\0" in data[:BINARY_SNIFF]
 
 
-def analyze_blob(path: str, data: bytes, chunks_dir: str | None) -> Analyzed:
-    """Decode, redact, hash and (when the store lacks it) analyze one file's bytes."""
+def analyze_blob(
+    path: str, data: bytes, chunks_dir: str | None, *, store: bool = False
+) -> Analyzed:
+    """Decode, redact, hash and (when the store lacks it) analyze one file's bytes.
+
+    With ``store``, a new record is also written to the chunk store here: in a worker process
+    that spreads the compression and the writes over the cores instead of the session's thread.
+    """
     if is_binary(data):
         return Analyzed(path, "binary")
     try:
@@ -57,14 +68,22 @@ def analyze_blob(path: str, data: bytes, chunks_dir: str | None) -> Analyzed:
     red = redact(text)
     digest = hashlib.sha256(red.text.encode("utf-8")).hexdigest()
     key = ChunkStore.key(digest)
-    if chunks_dir is not None and ChunkStore(Path(chunks_dir)).exists(key):
+    chunks = ChunkStore(Path(chunks_dir)) if chunks_dir is not None else None
+    if chunks is not None and chunks.exists(key):
         return Analyzed(path, None, key, None, red.count, len(data))
-    return Analyzed(path, None, key, analyze(red.text), red.count, len(data))
+    record = analyze(red.text)
+    if store and chunks is not None:
+        try:
+            chunks.put(key, record)
+        except StoreError as e:
+            return Analyzed(path, None, key, record, red.count, len(data), False, str(e))
+        return Analyzed(path, None, key, record, red.count, len(data), True)
+    return Analyzed(path, None, key, record, red.count, len(data))
 
 
 def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
-    """:func:`analyze_blob` for each (path, bytes); the unit of work sent to a worker process."""
-    return [analyze_blob(p, d, chunks_dir) for p, d in items]
+    """:func:`analyze_blob` for each (path, bytes), storing new records: a worker's unit of work."""
+    return [analyze_blob(p, d, chunks_dir, store=True) for p, d in items]
 
 
 def cpu_count() -> int:

@@ -52,6 +52,10 @@ MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's 
 # workers costs more than it saves (docs/benchmarks.md, "the pool threshold").
 POOL_MIN_BYTES = 2 << 20
 BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
+# The share of a refresh's time kept for what follows the reads (storing, merging, snapshot).
+POST_SHARE = 0.15
+# A snapshot's cost grows with its postings (measured: about 0.3 us each, and some margin).
+SNAPSHOT_SECONDS_PER_POSTING = 5e-7
 READ_CONCURRENCY = 16
 SNAPSHOT_MAGIC = b"NRTS"
 SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
@@ -100,7 +104,7 @@ class IndexerActor(Actor):
         self.snapshot_path = snapshot_path
         self._redact = redact_results or (lambda s: redact(s).text)
         self.tree = TreeIndex()
-        self._snapshot_files = 0
+        self._snapshot_base: TreeSegment | None = None
         self._rebuilt = 0
 
     def __repr__(self) -> str:
@@ -111,7 +115,7 @@ class IndexerActor(Actor):
         self._rebuilt += int(dropped)  # reported by the next index.update record
         if base is not None:
             self.tree = TreeIndex(base)
-            self._snapshot_files = len(base.files)
+            self._snapshot_base = base
 
     async def handle(self, message: object) -> object:
         match message:
@@ -122,7 +126,11 @@ class IndexerActor(Actor):
             case Forget(path=path):
                 self.tree.apply({path: None})
                 return None
-            case SaveSnapshot():
+            case SaveSnapshot(deadline=deadline):
+                if self.tree.dirty:
+                    self.tree.compact()
+                if not self._should_snapshot(deadline):
+                    return None
                 return await self._save_snapshot()
         raise TypeError(f"indexer cannot handle {type(message).__name__}")
 
@@ -167,7 +175,7 @@ class IndexerActor(Actor):
             if f.key is None:
                 changes[f.stat.path] = None
         self.tree.apply(changes)
-        if self._should_snapshot():
+        if self._should_snapshot(msg.deadline):
             err = await self._save_snapshot()
             store_error = store_error or err
         rebuilt = self.store.stats.rebuilt - rebuilt_before + self._rebuilt
@@ -211,7 +219,9 @@ class IndexerActor(Actor):
                 if rec is None:
                     out.append((stat, a, None))
                     continue
-            if error is None:
+            if a.store_error is not None:
+                error = error or a.store_error
+            elif not a.stored and error is None:
                 try:
                     self.store.put(a.key, rec)
                 except StoreError as e:
@@ -230,6 +240,9 @@ class IndexerActor(Actor):
         awaited past it (§5): what is not done by then is simply not in this refresh.
         """
         loop = asyncio.get_running_loop()
+        # §5's bound covers the whole refresh: reads and analysis stop early enough to leave
+        # time for storing and merging what they produced.
+        deadline = loop.time() + (deadline - loop.time()) * (1.0 - POST_SHARE)
         chunks_dir = str(self.store.directory)
         use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
         sem = asyncio.Semaphore(READ_CONCURRENCY)
@@ -333,15 +346,20 @@ class IndexerActor(Actor):
             log.info("cannot read %s: %s", rel, e)
             return None
 
-    def _should_snapshot(self) -> bool:
-        """Whether to write the snapshot now: first build, or the delta was merged into the base."""
-        if self.tree.dirty:
+    def _should_snapshot(self, deadline: float | None) -> bool:
+        """Whether to write the snapshot now: the base is new, and there is time for it."""
+        if self.tree.dirty or self.tree.base is self._snapshot_base:
             return False
-        return len(self.tree.base.files) != self._snapshot_files or not self.snapshot_path.exists()
+        if deadline is None:
+            return True
+        cost = 0.05 + self.tree.base.segment.n_postings * SNAPSHOT_SECONDS_PER_POSTING
+        return asyncio.get_running_loop().time() + cost < deadline
 
     async def _save_snapshot(self) -> str | None:
         base = self.tree.snapshot()
-        self._snapshot_files = len(base.files)
+        if base is self._snapshot_base:
+            return None  # already written
+        self._snapshot_base = base
         try:
             data = encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
             await asyncio.to_thread(write_atomic, self.snapshot_path, data)

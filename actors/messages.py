@@ -176,6 +176,9 @@ class TreeSearched:
 class SaveSnapshot:
     """Write the tree's whole index to the store, so a new session loads instead of rebuilding."""
 
+    deadline: float | None = None
+    """Event loop time by which it must be done; not written when it would not be (None: now)."""
+
 
 # -- what the engine answers ---------------------------------------------------------------
 

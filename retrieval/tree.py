@@ -269,7 +269,10 @@ class TreeIndex:
         self.delta = TreeSegment.build(
             (p, kv[0], kv[1]) for p, kv in self._overrides.items() if kv is not None
         )
-        if self.delta.n_docs > max(self.COMPACT_DOCS, self.base.n_docs // 10):
+        # With nothing of the base left (a first build) the delta becomes the base for free.
+        if not self._live.any() or self.delta.n_docs > max(
+            self.COMPACT_DOCS, self.base.n_docs // 10
+        ):
             self.compact()
 
     @property
@@ -280,6 +283,10 @@ class TreeIndex:
     def compact(self) -> None:
         """Merge the delta into a new base."""
         if not self._overrides:
+            return
+        if not self._live.any():
+            # Nothing of the base is left (a first build): the delta is the new base as it is.
+            self._reset(self.delta)
             return
         merged, remaps = merge_segments(
             [(self.base.segment, self._live), (self.delta.segment, None)]
