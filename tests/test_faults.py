@@ -267,7 +267,7 @@ def test_an_update_killed_at_any_instant_leaves_a_store_the_next_search_uses(
         p = run_entry("update", dirs=dirs, root=repo)
         with reaped([p]):
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=rng.uniform(0.8 * started, whole))
+                p.wait(timeout=rng.uniform(min(0.8 * started, 0.5 * whole), whole))
             if p.poll() is None:
                 landed += 1
                 p.send_signal(signal.SIGKILL)
