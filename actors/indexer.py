@@ -160,7 +160,10 @@ class IndexerActor(Actor):
 
     async def _index(self, msg: IndexFiles) -> IndexedFiles:
         rebuilt_before = self.store.stats.rebuilt
-        changes, missing = await asyncio.to_thread(self._sync, msg.target)
+        if msg.target is not None:
+            changes, missing = await asyncio.to_thread(self._sync, msg.target)
+        else:
+            changes, missing = {p: None for p in msg.drop if p in self.tree.files}, []
         found: list[TreeFound] = []
         analyzed = await self._read_and_analyze(msg.read, msg.deadline, found)
         results, store_error = await asyncio.to_thread(self._store_all, analyzed)

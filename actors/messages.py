@@ -106,12 +106,15 @@ class Refreshed:
 class IndexFiles:
     """Make the in-memory index match the manifest's keys, then read and index files."""
 
-    target: dict[str, str]
-    """Every file the manifest holds, path to content key, before this refresh's reads."""
+    target: dict[str, str] | None
+    """Every file the manifest holds, path to content key, before this refresh's reads; None
+    when the indexer already holds the manifest's last state."""
     read: tuple[FileStat, ...]
     """Files to read (changed or new), in path order."""
     deadline: float
     """No read starts past this event loop time."""
+    drop: tuple[str, ...] = ()
+    """Files to take out of the index (gone, or refused now)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,7 @@ class RefresherActor(Actor):
         self._n_indexed = 0
         self._synced: int | None = None  # the manifest generation the indexer last matched
         self._unsaved: str | None = None  # why the last save failed, until one succeeds
+        self._foreign = False  # the last save merged entries another process wrote
         self._bad_names = 0  # listed names that are not UTF-8
         self._watch: TreeWatch | None = None
         self._watch_wanted = watch
@@ -194,8 +195,10 @@ class RefresherActor(Actor):
         """Apply touched paths on top of the manifest on disk, under the lock; the error if any."""
         try:
             with file_lock(self.lock_path):
-                disk = self._load_disk()
+                disk = self._disk_if_changed()
                 base = disk if disk is not None else self.manifest
+                # Another process's entries merged in: the indexer must load their records.
+                self._foreign |= disk is not None and disk is not self.manifest
                 entries = dict(base.entries)
                 for path, entry in touched.items():
                     if entry is None:
@@ -223,6 +226,16 @@ class RefresherActor(Actor):
             self.manifest = m
             return str(e)
         return None
+
+    def _disk_if_changed(self) -> Manifest | None:
+        """The manifest on disk when another process wrote it since our last save or load."""
+        try:
+            st = os.stat(self.manifest_path)
+        except OSError:
+            return None
+        if (st.st_mtime_ns, st.st_size, st.st_ino) == self._disk_sig:
+            return self.manifest
+        return self._load_disk()
 
     def _forget(self, path: str) -> None:
         self._searchable.pop(path, None)
@@ -443,15 +456,19 @@ class RefresherActor(Actor):
                 seconds=time.perf_counter() - t0,
                 bytes=0,
             )
-        target = {
-            p: e.key
-            for p, e in self.manifest.entries.items()
-            if p not in drop and not e.key.startswith(SKIP_PREFIX)
-        }
-        for st in to_read:
-            target.pop(st.path, None)
+        # The whole map of paths to keys only when the indexer may not hold it (a new session, or
+        # another process wrote the manifest); otherwise only what this refresh drops.
+        target: dict[str, str] | None = None
+        if need_sync:
+            target = {
+                p: e.key
+                for p, e in self.manifest.entries.items()
+                if p not in drop and not e.key.startswith(SKIP_PREFIX)
+            }
+            for st in to_read:
+                target.pop(st.path, None)
         done = await self.indexer.ask_as(
-            IndexFiles(target, tuple(to_read), msg.deadline), IndexedFiles
+            IndexFiles(target, tuple(to_read), msg.deadline, tuple(drop)), IndexedFiles
         )
         missing = list(done.missing)
         rounds = [done]
@@ -459,10 +476,11 @@ class RefresherActor(Actor):
             # Records another process stored, since collected or damaged: read those files again.
             again = [st for st in _stat_all(self.root, sorted(missing)) if st is not None]
             for st in again:
-                target.pop(st.path, None)
+                if target is not None:
+                    target.pop(st.path, None)
                 touched[st.path] = None
             done2 = await self.indexer.ask_as(
-                IndexFiles(target, tuple(again), msg.deadline), IndexedFiles
+                IndexFiles(None, tuple(again), msg.deadline), IndexedFiles
             )
             rounds.append(done2)
         read = 0
@@ -502,7 +520,8 @@ class RefresherActor(Actor):
             )
         # A save that failed (a full disk) is tried again at every refresh until one succeeds.
         self._unsaved = save_error
-        self._synced = self.manifest.generation
+        self._synced = None if self._foreign else self.manifest.generation
+        self._foreign = False
         store_error = store_error or save_error
         files = sum(1 for e in self.manifest.entries.values() if not e.key.startswith(SKIP_PREFIX))
         self._n_indexed = files
