@@ -158,6 +158,7 @@ class Engine:
         config_dir: str | os.PathLike[str] | None = None,
         log: str | os.PathLike[str] | None = None,
         record: Callable[[dict[str, Any]], None] | None = None,
+        write_log: bool = True,
         guard: Guard | None = None,
         checkers: Sequence[Any] = (),
         limits: Limits | None = None,
@@ -169,7 +170,8 @@ class Engine:
         recall read it. ``record`` receives each ``guard.decision`` and ``index.update`` event (a
         dict with its ``kind``): an agent loop that writes its own log passes its own append, so
         the log keeps one writer. Without it, and with a log, the engine appends to the log
-        itself; with neither, nothing is recorded.
+        itself, unless ``write_log`` is False (the command line only reads a log: its agent loop
+        is its writer); with neither, nothing is recorded.
         """
         top, ddir, cdir, key, dirs, config = await asyncio.to_thread(
             _prepare, Path(root), data_dir, config_dir
@@ -177,7 +179,7 @@ class Engine:
         log_path = Path(log) if log is not None else None
         writer: LogWriter | None = None
         sink: Callable[[dict[str, Any]], None] | None = record
-        if sink is None and log_path is not None:
+        if sink is None and log_path is not None and write_log:
             # No sink of the loop's own: the events go to the session log through our writer.
             writer = await asyncio.to_thread(_open_log, log_path)
             sink = _log_sink(writer)
@@ -199,7 +201,8 @@ class Engine:
             recorder=recorder,
         )
         system = ActorSystem()
-        pool = ProcessPool(max_workers=workers)
+        # Workers start from a fork server that has already imported what they run.
+        pool = ProcessPool(max_workers=workers, preload=["numpy", "actors._work"])
         mpath = manifest_path(dirs.trees, top)
         snap = mpath.with_suffix(".snap")
         indexer = system.spawn(
@@ -232,7 +235,8 @@ class Engine:
             conversation=conversation, earlier=earlier, gc=gc, embedder=embedder,
         )  # fmt: skip
         engine._open_args = {
-            "data_dir": ddir, "config_dir": cdir, "log": log, "record": record, "guard": guard,
+            "data_dir": ddir, "config_dir": cdir, "log": log, "record": record,
+            "write_log": write_log, "guard": guard,
             "checkers": checkers, "limits": limits, "workers": workers,
         }  # fmt: skip
         return engine
@@ -782,9 +786,11 @@ class _Progress:
 
 
 async def _engine(ns: argparse.Namespace, root: Path, log: Path | None = None) -> Engine:
+    # The command line reads a session's log but never writes to it: a log has one writer, the
+    # agent loop whose session it is.
     return await Engine.open(
         root, data_dir=_opt(ns, "data_dir"), config_dir=_opt(ns, "config_dir"), log=log,
-        workers=_opt(ns, "workers"),
+        write_log=False, workers=_opt(ns, "workers"),
     )  # fmt: skip
 
 
@@ -806,7 +812,9 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any]:
     if cmd == "refresh":
         return await _refresh_many(ns)
     root = _root_of(ns)
-    log = _log_of(ns, root) if cmd in ("search", "recall") else None
+    # recall --task names an earlier task (switch-gated, §9); search --task names this session.
+    task_is_earlier = cmd == "recall" and _opt(ns, "task") is not None
+    log = _log_of(ns, root) if cmd in ("search", "recall") and not task_is_earlier else None
     engine = await _engine(ns, root, log)
     try:
         if cmd == "search":
@@ -820,7 +828,8 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any]:
             progress.done()
             return up.text, up.to_json()
         if cmd == "recall":
-            r = await engine.recall(ns.seq, ns.start, ns.count)
+            task = _task_id(ns.task) if task_is_earlier else None
+            r = await engine.recall(ns.seq, ns.start, ns.count, task)
             return r.text, r.data
         if cmd == "status":
             st = await engine.index_status()

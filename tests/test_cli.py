@@ -169,3 +169,44 @@ def test_a_search_with_no_match_exits_0(repo: Path, dirs: tuple[Path, Path]) -> 
     out = run("search", "zzzunmatched", cwd=repo, env_dirs=dirs)
     assert out.returncode == 0
     assert "no chunk matches 'zzzunmatched'" in out.stdout
+
+
+def _task_log(repo: Path, data: Path, task: str) -> Path:
+    from store.log import LogWriter
+    from store.paths import project_dirs, project_key
+
+    tasks = project_dirs(data, project_key(repo)).tasks
+    with LogWriter(tasks / f"{task}.jsonl") as w:
+        w.append("person.message", turn=1, text="Why does the pangolin cache miss?")
+        w.append("turn.end", turn=1)
+    return tasks / f"{task}.jsonl"
+
+
+def test_recall_of_a_task_is_an_earlier_task_and_obeys_the_switch(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    _task_log(repo, dirs[0], "old1")
+    off = run("recall", "1", "--task", "old1", cwd=repo, env_dirs=dirs)
+    assert off.returncode == 1
+    assert "earlier on" in off.stderr
+    assert run("earlier", "on", cwd=repo, env_dirs=dirs).returncode == 0
+    on = run("recall", "1", "--task", "old1", cwd=repo, env_dirs=dirs)
+    assert on.returncode == 0, on.stderr
+    assert "pangolin" in on.stdout
+
+
+def test_the_command_line_never_writes_to_the_log_it_reads(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    log = _task_log(repo, dirs[0], "live")
+    with log.open("ab") as f:
+        f.write(b'{"seq": 3, "kind": "person.mess')  # a writer caught mid-line
+    before = log.read_bytes()
+    out = run("search", "pangolin cache", "--scope", "conversation", "--log", str(log),
+              cwd=repo, env_dirs=dirs)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "pangolin" in out.stdout
+    assert (
+        run("search", "check binding", "--log", str(log), cwd=repo, env_dirs=dirs).returncode == 0
+    )
+    assert log.read_bytes() == before
