@@ -53,6 +53,7 @@ _MASK = (
 )  # fmt: skip
 _EVENT = struct.Struct("iIII")
 
+
 @functools.cache
 def _lib() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
