@@ -369,18 +369,12 @@ def decodes(kind: str, data: bytes) -> bool:
 
 
 DAMAGES = ["truncated", "bit-flipped", "garbage", "future-version"]
-NOT_REPORTED = pytest.mark.xfail(
-    strict=True,
-    reason="a snapshot that does not decode is dropped and rebuilt from the chunk records "
-    "(actors.indexer.load_snapshot), but no index.update record says so: rebuilt stays 0",
-)
 
 
 def damage_cases() -> Iterator[Any]:
     for kind in ("chunk", "manifest", "snapshot", "mem"):
         for how in DAMAGES:
-            marks = [NOT_REPORTED] if kind == "snapshot" else []
-            yield pytest.param(kind, how, id=f"{kind}-{how}", marks=marks)
+            yield pytest.param(kind, how, id=f"{kind}-{how}")
 
 
 def targets(kind: str, pd: ProjectDirs, repo: Path, log: Path) -> list[Path]:
@@ -537,12 +531,6 @@ async def test_a_full_disk_answers_from_memory_and_says_the_index_was_not_saved(
     assert store_problems(pd)[0] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after a save failed, a refresh that finds nothing changed returns early "
-    "(RefresherActor._refresh): the manifest is not saved again when space is back, and the "
-    "search no longer says the index is unsaved",
-)
 @pytest.mark.asyncio
 async def test_once_space_is_back_the_index_kept_in_memory_is_saved(
     tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
@@ -699,15 +687,6 @@ async def watching_fifo(coro: Any, fifo: Path) -> tuple[Any, bool]:
     return await task, stuck
 
 
-FIFO_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="IndexerActor._read_file opens the path without O_NONBLOCK and without checking it "
-    "is a regular file: a FIFO put in its place after the listing blocks the read (the refresh "
-    "waits out its deadline, the live read of a result waits for ever, and the thread never ends)",
-)
-
-
-@FIFO_BUG
 @pytest.mark.asyncio
 async def test_a_file_replaced_by_a_fifo_before_it_is_read_is_not_waited_on(
     tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
@@ -726,7 +705,6 @@ async def test_a_file_replaced_by_a_fifo_before_it_is_read_is_not_waited_on(
     assert out.header["not_read"] == 0
 
 
-@FIFO_BUG
 @pytest.mark.asyncio
 async def test_a_result_replaced_by_a_fifo_before_its_lines_are_read_is_left_out(
     tmp_path: Path, dirs: tuple[Path, Path]
@@ -859,11 +837,6 @@ async def test_a_name_with_a_newline_is_indexed_and_searchable(
     assert up.summary["files"] == len(FILES) + 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a file name that is not UTF-8 reaches the manifest as a str with surrogates, which "
-    "msgpack cannot encode: every search and update of the tree raises UnicodeEncodeError",
-)
 @pytest.mark.asyncio
 async def test_a_name_that_is_not_utf8_is_skipped_cleanly(
     tmp_path: Path, dirs: tuple[Path, Path]
