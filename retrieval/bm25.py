@@ -300,27 +300,23 @@ class Segment:
         if (d_at.size and int(d_at.max()) >= n) or (t_at.size and int(t_at.max()) >= n):
             raise FormatError("segment exception names a posting past the end: rebuild")
         offsets = offsets.astype(np.int64)
-        step = delta.astype(np.int64)
-        step[d_at.astype(np.int64)] = d_val
-        c = np.cumsum(step)
+        # In 32 bits with wrap-around: every document number fits, so the sums taken modulo 2**32
+        # give them exactly, with half the memory of 64-bit temporaries on a large tree.
+        docs = delta.astype(np.uint32)
+        docs[d_at.astype(np.int64)] = d_val
+        np.cumsum(docs, dtype=np.uint32, out=docs)
         counts = np.diff(offsets)
-        base = first.astype(np.int64) - (c[offsets[:-1]] if n else 0)
-        docs64 = c + np.repeat(base, counts)
+        with np.errstate(over="ignore"):
+            base = first.astype(np.uint32) - (docs[offsets[:-1]] if n else np.uint32(0))
+            docs += np.repeat(base, counts)
         n_docs = int(lengths.shape[0])
-        if n and (int(docs64.min()) < 0 or int(docs64.max()) >= n_docs):
+        if n and int(docs.max()) >= n_docs:
             raise FormatError("segment posting names a document past the end: rebuild")
         tfs = tf8.astype(np.uint32)
         tfs[t_at.astype(np.int64)] = t_val
         if np.any(tfs > MAX_QUANTITY) or np.any(lengths > MAX_QUANTITY):
             raise FormatError("segment quantity past 2**31-1: rebuild")
-        return cls(
-            None,
-            offsets,
-            docs64.astype(np.uint32),
-            tfs,
-            lengths,
-            sorted_vocab=(blob, pos.astype(np.int64)),
-        )
+        return cls(None, offsets, docs, tfs, lengths, sorted_vocab=(blob, pos.astype(np.int64)))
 
 
 _ARRAYS = ("vocab", "vocab_pos", "offsets", "first", "delta", "delta_exc_at", "delta_exc", "tf",
