@@ -38,7 +38,7 @@ from retrieval.analyze import FileRecord
 from retrieval.chunks import split_lines
 from retrieval.render import RepoResult, best_lines
 from retrieval.tree import TreeIndex, TreeSegment
-from retrieval.words import query_words
+from retrieval.words import ranking_words
 from store.atomic import write_atomic
 from store.chunkstore import ChunkStore
 from store.codec import decode, encode
@@ -387,7 +387,7 @@ class IndexerActor(Actor):
     # -- searching ------------------------------------------------------------------------
 
     async def _search(self, msg: SearchTree) -> TreeSearched:
-        words = query_words(msg.query)
+        words = ranking_words(msg.query)
         hits = self.tree.search(words, msg.limit * 2 + 4, msg.path)
         results: list[RepoResult] = []
         gone: list[str] = []

@@ -29,7 +29,7 @@ and the path words are those of the whole repository.
 Ranks come from every matching chunk, not from the tool's first 20: ten distinct files often take
 more than 20 chunks. The ranking is exactly the tool's: the engine builds the index and saves its
 snapshot; the bench loads that snapshot into a :class:`retrieval.tree.TreeIndex` and ranks with
-the words :func:`retrieval.words.query_words` gives, as the indexer does, and it checks, for every
+the words :func:`retrieval.words.ranking_words` gives, as the indexer does, and it checks, for every
 query, that the engine's own ``index_search(..., limit=20)`` returns the same first 20 chunks.
 The tables also give the figure a model would get from the chunks it is shown: the first 20
 (``limit`` at most) and the first 8 (the default).
@@ -73,7 +73,7 @@ from actors._work import analyze_blob
 from actors.indexer import load_snapshot
 from entry import MAX_LIMIT, Engine
 from retrieval.tree import TreeHit, TreeIndex, TreeSegment
-from retrieval.words import clear_memo, query_words
+from retrieval.words import clear_memo, ranking_words
 from store.manifest import manifest_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -324,18 +324,18 @@ def identifier_text(text: str) -> str:
 def issue_words(name: str, text: str, ranker: Ranker) -> tuple[list[str], bool]:
     """The query words of one variant, and whether it gave none and the whole text stood in."""
     words = variant_words(name, text, ranker)
-    return (words, False) if words else (query_words(text), True)
+    return (words, False) if words else (ranking_words(text), True)
 
 
 def variant_words(name: str, text: str, ranker: Ranker) -> list[str]:
     """The query words of one variant of an issue text."""
-    whole = query_words(text)
+    whole = ranking_words(text)
     if name == "full":
         return whole
     if name == "first2000":
-        return query_words(text[:FIRST_CHARS])
+        return ranking_words(text[:FIRST_CHARS])
     n = max(ranker.index.n_docs, 1)
-    ident = query_words(identifier_text(text))
+    ident = ranking_words(identifier_text(text))
     rare = [w for w in whole if 0 < ranker.df(w) <= RARE_SHARE * n]
     if name == "identifiers":
         return ident
@@ -623,7 +623,7 @@ async def run_code(
         note_tree(top.parent.name, o)
         try:
             for q in spec["queries"]:
-                ranked = o.ranker.rank(query_words(q["query"]))
+                ranked = o.ranker.rank(ranking_words(q["query"]))
                 r = score_query(repo, q, ranked)
                 r.agrees = await engine_agrees(o, q["query"], ranked)
                 out["engine"].append(r)
@@ -634,7 +634,7 @@ async def run_code(
                 ranker = Ranker(build_in_memory(top, o.files), prefix, to_repo)
                 ranker.aggregate = e.aggregate
                 for q in spec["queries"]:
-                    words = query_words(q["query"])
+                    words = ranking_words(q["query"])
                     if e.words:
                         words = e.words(words)
                     out[e.name].append(score_query(repo, q, ranker.rank(words)))

@@ -56,11 +56,13 @@ from collections import Counter
 __all__ = [
     "MAX_WORD_BYTES",
     "NO_WORDS",
+    "QUERY_STOP_WORDS",
     "WORDS_VERSION",
     "WordTable",
     "clear_memo",
     "encode",
     "query_words",
+    "ranking_words",
     "runs",
     "translate",
     "word_counts",
@@ -327,3 +329,22 @@ def word_counts(text: str) -> dict[str, int]:
 def query_words(text: str) -> list[str]:
     """The distinct words of a query, in order of first appearance."""
     return list(dict.fromkeys(words(text)))
+
+
+QUERY_STOP_WORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how",
+    "in", "into", "is", "it", "its", "of", "on", "or", "the", "their", "them", "there", "these",
+    "this", "to", "what", "when", "where", "which", "who", "why", "with",
+))  # fmt: skip
+"""English words a query asked in prose ("how are the routes registered") carries and a chunk of
+code matches by chance. Dropped from a repository query only (the index keeps every word): on the
+development set this moved file NDCG@10 from 0.791 to 0.811 and issue hit@10 from 7 to 8 of 9
+(docs/quality.md)."""
+
+
+def ranking_words(text: str) -> list[str]:
+    """The words a repository search ranks by: the query's, less English stop words, unless the
+    query is nothing but those."""
+    found = query_words(text)
+    kept = [w for w in found if w not in QUERY_STOP_WORDS]
+    return kept or found

@@ -271,3 +271,14 @@ def test_words_are_the_words_of_the_tokens_of_the_unicode_rule(text: str) -> Non
 @given(st.text(alphabet="aAbBsSzZ019", min_size=1, max_size=12))
 def test_the_ascii_camel_expression_follows_the_unicode_rule(part: str) -> None:
     assert words_module._ascii_camel(part) == words_module._unicode_camel(part)
+
+
+def test_a_repository_query_ranks_without_english_stop_words() -> None:
+    from retrieval.words import ranking_words
+
+    assert ranking_words("How are the routes registered in Flask?") == [
+        "routes", "registered", "flask",
+    ]  # fmt: skip
+    assert ranking_words("the") == ["the"]  # nothing but stop words: kept
+    # A name stays whole; only its pieces that are stop words drop.
+    assert ranking_words("is_in for_each") == ["is_in", "for_each", "each"]
