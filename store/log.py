@@ -32,6 +32,7 @@ __all__ = [
     "LogRead",
     "LogWriter",
     "TaskMeta",
+    "event_of",
     "format_ts",
     "list_tasks",
     "log_path",
@@ -62,7 +63,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _event_of(line: bytes) -> dict[str, Any] | None:
+def event_of(line: bytes) -> dict[str, Any] | None:
     """The event a complete line holds, or None when it is not one: not JSON, not an object, or
     without an integer ``seq`` of at least 1 and a non-empty string ``kind``."""
     try:
@@ -138,7 +139,7 @@ def read_log(path: Path, start_offset: int = 0, *, after_seq: int = 0) -> LogRea
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
     while pos < end:
         nl = data.index(b"\n", pos)
-        event = _event_of(data[pos:nl])
+        event = event_of(data[pos:nl])
         if event is None or event["seq"] <= last:
             skipped += 1
         else:
@@ -176,7 +177,7 @@ def read_event_at(path: Path, offset: int) -> dict[str, Any] | None:
         raise store_error("reading", path, exc) from exc
     if not line.endswith(b"\n"):
         return None
-    return _event_of(line[:-1])
+    return event_of(line[:-1])
 
 
 # What this writer puts first on every line; the fast path of _scan's seq.
@@ -206,7 +207,7 @@ def _scan(f: BinaryIO, size: int) -> tuple[int, int, bool]:
         if m is not None:
             seq = int(m.group(1))
         else:
-            event = _event_of(data[pos:nl])
+            event = event_of(data[pos:nl])
             seq = event["seq"] if event is not None else 0
         best = max(best, seq)
         pos = nl + 1
@@ -214,7 +215,7 @@ def _scan(f: BinaryIO, size: int) -> tuple[int, int, bool]:
     pos = end
     while pos > 0:
         start = data.rfind(b"\n", 0, pos - 1) + 1
-        event = _event_of(data[start : pos - 1])
+        event = event_of(data[start : pos - 1])
         if event is not None:
             got = event.get("turn")
             turn = got if type(got) is int and got > 0 else 0

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import logging
 import mmap
 import os
@@ -106,6 +105,7 @@ from retrieval.events import (
 from retrieval.words import WORDS_VERSION, runs, word_table
 from store.atomic import file_lock, store_error, write_atomic
 from store.codec import HEADER, decode, encode
+from store.log import event_of
 
 __all__ = [
     "HEAD_BYTES",
@@ -286,21 +286,6 @@ class LoggedEvent:
     """The line's length in bytes, without its newline."""
 
 
-def _event_of(line: bytes) -> dict[str, Any] | None:
-    # The rule of store.log.read_log: a JSON object with an integer seq >= 1 and a non-empty kind.
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(obj, dict):
-        return None
-    seq = obj.get("seq")
-    kind = obj.get("kind")
-    if type(seq) is not int or seq < 1 or not isinstance(kind, str) or not kind:
-        return None
-    return obj
-
-
 def parse_lines(data: bytes, base: int, after_seq: int) -> tuple[list[LoggedEvent], int, int]:
     """The events of ``data``, the log's bytes from offset ``base``, as store.log.read_log reads
     them: complete lines only (a torn last line waits to be completed), a line that is not an
@@ -316,7 +301,7 @@ def parse_lines(data: bytes, base: int, after_seq: int) -> tuple[list[LoggedEven
     find = data.find
     while pos < end:
         nl = find(b"\n", pos)
-        event = _event_of(data[pos:nl])
+        event = event_of(data[pos:nl])
         if event is None or event["seq"] <= last:
             skipped += 1
         else:
@@ -1457,7 +1442,7 @@ class LogView:
         """The event whose line the ``.mem`` places at offset, read from the log now. A line that
         is not that event means the log changed under the search: FormatError."""
         line = self.read_line(offset, length)
-        event = _event_of(line) if len(line) == length else None
+        event = event_of(line) if len(line) == length else None
         if event is None or event["seq"] != seq:
             raise FormatError(f"{self.path} no longer holds seq {seq} where its .mem says: rebuild")
         return event
