@@ -248,8 +248,14 @@ class TreeIndex:
     def n_docs(self) -> int:
         return int(np.count_nonzero(self._live)) + self.delta.n_docs
 
-    def apply(self, changes: Mapping[str, tuple[str, FileRecord] | None]) -> None:
-        """Replace, add (path -> (key, record)) or remove (path -> None) files."""
+    def apply(
+        self, changes: Mapping[str, tuple[str, FileRecord] | None], *, merge: bool = True
+    ) -> None:
+        """Replace, add (path -> (key, record)) or remove (path -> None) files.
+
+        ``merge`` False keeps a large delta as it is, for a caller without the time to merge it
+        into the base now (a search near its bound); scores are the same either way.
+        """
         if not changes:
             return
         for path, new in changes.items():
@@ -270,8 +276,8 @@ class TreeIndex:
             (p, kv[0], kv[1]) for p, kv in self._overrides.items() if kv is not None
         )
         # With nothing of the base left (a first build) the delta becomes the base for free.
-        if not self._live.any() or self.delta.n_docs > max(
-            self.COMPACT_DOCS, self.base.n_docs // 10
+        if not self._live.any() or (
+            merge and self.delta.n_docs > max(self.COMPACT_DOCS, self.base.n_docs // 10)
         ):
             self.compact()
 

@@ -118,3 +118,15 @@ def test_many_changes_are_merged_into_the_base() -> None:
     assert not index.dirty
     assert len(index.base.files) == 50
     assert ranked(index, ["g3"])[0][0] == "f3.py"
+
+
+def test_a_delta_kept_unmerged_ranks_as_a_merged_one() -> None:
+    files = {f"f{i}.py": f"def f{i}():\n    return {i}\n" for i in range(50)}
+    merged, kept = fresh(files), fresh(files)
+    merged.COMPACT_DOCS = kept.COMPACT_DOCS = 10  # type: ignore[misc]
+    changes = {f"f{i}.py": (f"n{i}", analyze(f"def g{i}():\n    pass\n")) for i in range(20)}
+    merged.apply(changes)
+    kept.apply(changes, merge=False)
+    assert not merged.dirty
+    assert kept.dirty
+    assert sorted(ranked(kept, ["g3", "f30"])) == sorted(ranked(merged, ["g3", "f30"]))
