@@ -11,7 +11,7 @@ rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,12 +249,16 @@ class TreeIndex:
         return int(np.count_nonzero(self._live)) + self.delta.n_docs
 
     def apply(
-        self, changes: Mapping[str, tuple[str, FileRecord] | None], *, merge: bool = True
+        self,
+        changes: Mapping[str, tuple[str, FileRecord] | None],
+        *,
+        merge: Callable[[TreeIndex], bool] | None = None,
     ) -> None:
         """Replace, add (path -> (key, record)) or remove (path -> None) files.
 
-        ``merge`` False keeps a large delta as it is, for a caller without the time to merge it
-        into the base now (a search near its bound); scores are the same either way.
+        ``merge``, asked once the delta is built and large enough to merge, may answer False to
+        keep it as it is: a caller near its time bound (a search) merges later. Scores are the
+        same either way.
         """
         if not changes:
             return
@@ -276,9 +280,8 @@ class TreeIndex:
             (p, kv[0], kv[1]) for p, kv in self._overrides.items() if kv is not None
         )
         # With nothing of the base left (a first build) the delta becomes the base for free.
-        if not self._live.any() or (
-            merge and self.delta.n_docs > max(self.COMPACT_DOCS, self.base.n_docs // 10)
-        ):
+        big = self.delta.n_docs > max(self.COMPACT_DOCS, self.base.n_docs // 10)
+        if not self._live.any() or (big and (merge is None or merge(self))):
             self.compact()
 
     @property

@@ -126,7 +126,9 @@ def test_a_delta_kept_unmerged_ranks_as_a_merged_one() -> None:
     merged.COMPACT_DOCS = kept.COMPACT_DOCS = 10  # type: ignore[misc]
     changes = {f"f{i}.py": (f"n{i}", analyze(f"def g{i}():\n    pass\n")) for i in range(20)}
     merged.apply(changes)
-    kept.apply(changes, merge=False)
+    asked: list[int] = []
+    kept.apply(changes, merge=lambda t: asked.append(t.delta.n_docs) is not None)
+    assert asked == [20]
     assert not merged.dirty
     assert kept.dirty
     assert sorted(ranked(kept, ["g3", "f30"])) == sorted(ranked(merged, ["g3", "f30"]))
