@@ -216,13 +216,15 @@ class Engine:
         )
         conversation = (
             system.spawn(
-                ConversationActor(log_path, config), name="conversation", restart="restart"
+                ConversationActor(log_path, config, record=sink),
+                name="conversation",
+                restart="restart",
             )
             if log_path is not None
             else None
         )
         earlier = system.spawn(
-            EarlierActor(dirs.tasks, key, cdir, config, current=log_path),
+            EarlierActor(dirs.tasks, key, cdir, config, current=log_path, record=sink),
             name="earlier",
             restart="restart",
         )

@@ -62,6 +62,7 @@ __all__ = [
     "Recall",
     "Source",
     "rank_sources",
+    "rebuilt_event",
     "recall_event",
     "with_views",
 ]
@@ -121,6 +122,7 @@ def with_views(
     fn: Callable[[list[LogView]], T],
     *,
     opened: list[LogView] | None = None,
+    report: Callable[[Path, str], None] | None = None,
 ) -> T:
     """Open the logs' views (or take ``opened``, the views of paths already open), run fn over
     them, and close them all.
@@ -131,6 +133,7 @@ def with_views(
     """
     views: list[LogView] = list(opened) if opened is not None else []
     retried: set[int] = set()
+    rebuilt: dict[int, str] = {}
     try:
         for p in paths[len(views) :]:
             views.append(LogView.open(p))
@@ -143,12 +146,24 @@ def with_views(
                     raise exc.cause from None
                 retried.add(i)
                 log.info("%s: %s; rebuilding its .mem", paths[i], exc.cause)
+                rebuilt[i] = str(exc.cause)
                 views[i].close()
                 _drop_mem(paths[i])
                 views[i] = LogView.open(paths[i])
     finally:
-        for v in views:
+        for i, v in enumerate(views):
+            if v.rebuilt is not None:
+                rebuilt.setdefault(i, v.rebuilt)
             v.close()
+        if report is not None:
+            # Said once per search: a .mem found off and rebuilt (issue: reported, never silent).
+            for i, why in sorted(rebuilt.items()):
+                report(Path(paths[i]), why)
+
+
+def rebuilt_event(scope: str, path: Path, why: str) -> dict[str, object]:
+    """The ``index.update`` record of a ``.mem`` found off and rebuilt from its log."""
+    return {"kind": "index.update", "scope": scope, "task": path.stem, "rebuilt": 1, "reason": why}
 
 
 # -- ranking ------------------------------------------------------------------------------------
@@ -441,9 +456,19 @@ def recall_event(
 class ConversationActor(Actor):
     """index-search "conversation" and recall over this session's log (§8, ADR 51)."""
 
-    def __init__(self, log_path: Path, config: Config) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        config: Config,
+        record: Callable[[dict[str, object]], None] | None = None,
+    ) -> None:
         self.log_path = Path(log_path)
         self.config = config
+        self.record = record
+
+    def _report(self, path: Path, why: str) -> None:
+        if self.record is not None:
+            self.record(rebuilt_event("conversation", path, why))
 
     def __repr__(self) -> str:
         return f"<ConversationActor {self.log_path}>"
@@ -486,7 +511,7 @@ class ConversationActor(Actor):
                 hits=[hit_json(h) for h in hits],
             )
 
-        return with_views([self.log_path], run)
+        return with_views([self.log_path], run, report=self._report)
 
     def recall(self, seq: int, start: int | None, count: int | None) -> ToolOutput:
         """One event of this log by its seq (§8)."""
@@ -497,4 +522,4 @@ class ConversationActor(Actor):
             except FormatError as exc:
                 raise Damaged(0, exc) from None
 
-        return with_views([self.log_path], run)
+        return with_views([self.log_path], run, report=self._report)

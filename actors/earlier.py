@@ -30,10 +30,18 @@ import os
 import re
 import stat
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors.conversation import Damaged, Source, rank_sources, recall_event, with_views
+from actors.conversation import (
+    Damaged,
+    Source,
+    rank_sources,
+    rebuilt_event,
+    recall_event,
+    with_views,
+)
 from actors.messages import SearchOutput, ToolOutput
 from bus import Actor, ProcessPool
 from errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
@@ -152,14 +160,21 @@ def fold_log(path: str) -> int:
 class EarlierActor(Actor):
     """index-search "earlier" and recall with a task over the project's other tasks (§9)."""
 
+    def _report(self, path: Path, why: str) -> None:
+        if self.record is not None:
+            self.record(rebuilt_event("earlier", path, why))
+
     def __init__(
         self,
         tasks_dir: Path,
         project_key: str,
         config_dir: Path,
         config: Config,
+        *,
         current: Path | None = None,
+        record: Callable[[dict[str, object]], None] | None = None,
     ) -> None:
+        self.record = record
         self.tasks_dir = Path(tasks_dir)
         self.project_key = project_key
         self.config_dir = Path(config_dir)
@@ -346,7 +361,7 @@ class EarlierActor(Actor):
                 hits=[hit_json(h) for h in hits],
             )
 
-        return with_views([t.log for t in tasks], run, opened=views)
+        return with_views([t.log for t in tasks], run, opened=views, report=self._report)
 
     # -- recall ---------------------------------------------------------------------------
 
@@ -371,7 +386,7 @@ class EarlierActor(Actor):
                 raise Damaged(0, exc) from None
 
         try:
-            return with_views([path], run)
+            return with_views([path], run, report=self._report)
         except NotFound as exc:
             if not path.exists():
                 raise NotFound(f"task {task} is not a task of this project") from exc

@@ -440,3 +440,27 @@ def test_the_command_line_searches_the_conversation_as_json(log: Log, tmp_path: 
     }
     assert hit["provenance"] == "external:log"
     assert doc["header"]["events"] == 15
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_mem_is_rebuilt_and_an_index_update_record_says_so(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    from entry import Engine
+    from store.log import LogWriter, read_log
+    from store.mem import mem_path
+    from tests.support import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})
+    log = tmp_path / "task.jsonl"
+    with LogWriter(log) as w:
+        w.append("person.message", turn=1, text="Why is the axolotl cache cold?")
+        w.append("turn.end", turn=1)
+    async with await Engine.open(repo, data_dir=dirs[0], config_dir=dirs[1], log=log) as engine:
+        first = await engine.index_search("axolotl cache", "conversation")
+        mem_path(log).write_bytes(b"not a .mem at all")
+        again = await engine.index_search("axolotl cache", "conversation")
+    assert [h["seq"] for h in first.hits] == [h["seq"] for h in again.hits] == [1]
+    records = [e for e in read_log(log).events if e["kind"] == "index.update"]
+    assert [(e["scope"], e["task"], e["rebuilt"]) for e in records] == [("conversation", "task", 1)]
+    assert records[0]["reason"]
