@@ -19,8 +19,16 @@ from guard.redact import redact
 from retrieval.analyze import FileRecord, analyze
 from store.chunkstore import ChunkStore
 
-__all__ = ["BINARY_SNIFF", "Analyzed", "analyze_batch", "analyze_blob", "is_binary"]
+__all__ = [
+    "BINARY_SNIFF",
+    "MAX_FILE_BYTES",
+    "Analyzed",
+    "analyze_batch",
+    "analyze_blob",
+    "is_binary",
+]
 
+MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
 # git's own test for a binary file: a NUL byte in the first 8,000 bytes.
 BINARY_SNIFF = 8000
 

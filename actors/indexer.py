@@ -20,7 +20,7 @@ from pathlib import Path
 
 import aiofiles
 
-from actors._work import Analyzed, analyze_batch, analyze_blob
+from actors._work import MAX_FILE_BYTES, Analyzed, analyze_batch, analyze_blob
 from actors.messages import (
     FileStat,
     Forget,
@@ -47,7 +47,6 @@ __all__ = ["MAX_FILE_BYTES", "POOL_MIN_BYTES", "IndexerActor", "load_snapshot"]
 
 log = logging.getLogger("actors.indexer")
 
-MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
 # Below this many bytes of changed text a batch is analysed in this process: starting and feeding
 # workers costs more than it saves (docs/benchmarks.md, "the pool threshold").
 POOL_MIN_BYTES = 2 << 20

@@ -26,6 +26,7 @@ from typing import Any
 from actors._listing import GIT_ENV, GIT_HARDENING, list_tree, walk_dir
 from actors._watch import TreeWatch
 from actors._watch import available as watch_available
+from actors._work import MAX_FILE_BYTES
 from actors.messages import FileStat, Forget, IndexedFiles, IndexFiles, Refresh, Refreshed
 from bus import Actor, ActorRef
 from errors import FormatError, StoreError
@@ -37,7 +38,6 @@ __all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "RefresherActor"]
 
 log = logging.getLogger("actors.refresher")
 
-MAX_FILE_BYTES = 1 << 20  # §2
 MAX_TREE_FILES = 20_000  # §2: a tree indexes at most 20,000 files
 MAX_TREE_BYTES = 128 << 20  # §2: and 128 MiB of text
 # A manifest entry whose key starts with this is a file looked at and not indexed (binary, not
@@ -275,12 +275,12 @@ class RefresherActor(Actor):
             seen = set(listed)
             for d in extra:
                 start = self.root / d
-                if start.is_dir():
-                    listed.extend(
-                        p
-                        for p in walk_dir(self.root, start, honour_ignores=False, skip_hidden=False)
-                        if p not in seen and not seen.add(p) and _utf8(p)  # type: ignore[func-returns-value]
-                    )
+                if not start.is_dir():
+                    continue
+                for p in walk_dir(self.root, start, honour_ignores=False, skip_hidden=False):
+                    if p not in seen and _utf8(p):
+                        seen.add(p)
+                        listed.append(p)
         if self._watch is None and self._watch_wanted and in_git is not None:
             self._start_watch(in_git)
         if self._watch is not None and not self._watch.broken:
