@@ -24,7 +24,10 @@ import tarfile
 from collections import Counter
 from pathlib import Path
 
-SHARED = Path(os.environ.get("NODWYN_BENCH_SHARED", "/work/shared"))
+# ../shared beside the checkout, where the corpora are kept; NODWYN_BENCH_SHARED points elsewhere.
+SHARED = Path(
+    os.environ.get("NODWYN_BENCH_SHARED", Path(__file__).resolve().parent.parent.parent / "shared")
+)
 CORPORA = SHARED / "corpora"
 MAKE_BIG = SHARED / "tools" / "make_big_tree.py"
 CACHE = Path(os.environ.get("NODWYN_BENCH_CACHE", "/tmp/nodwyn-bench"))
@@ -237,3 +240,25 @@ def queries(name: str | None, files: list[tuple[str, bytes]], n: int) -> list[st
     if known:
         return (known * (n // len(known) + 1))[:n]
     return frequent_queries(files, n)
+
+
+MAX_TEXT_FILE = 1 << 20
+
+
+def read_texts(root: Path) -> list[tuple[str, str]]:
+    """(path relative to root, text) of every UTF-8 text file under root up to 1 MiB, in order."""
+    texts: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_TEXT_FILE:
+                continue
+            data = path.read_bytes()
+            if b"\0" in data:
+                continue
+            try:
+                texts.append((path.relative_to(root).as_posix(), data.decode("utf-8")))
+            except UnicodeDecodeError:
+                continue
+    return texts

@@ -37,32 +37,20 @@ from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _corpora
 
 from retrieval.analyze import analyze
 from retrieval.chunks import chunk_spans, split_lines
 from retrieval.words import clear_memo, word_counts
 
-CORPUS = Path("/work/shared/corpora/sympy.tar.gz")
-MAX_FILE = 1 << 20
+CORPUS = _corpora.SHARED / "corpora" / "sympy.tar.gz"
 
 
 def read_texts(root: Path) -> list[str]:
     """Every UTF-8 text file under root up to 1 MiB, in path order."""
-    texts: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_FILE:
-                continue
-            data = path.read_bytes()
-            if b"\0" in data:
-                continue
-            try:
-                texts.append(data.decode("utf-8"))
-            except UnicodeDecodeError:
-                continue
-    return texts
+    return [text for _, text in _corpora.read_texts(root)]
 
 
 # The naive prototype: §6 written plainly, as a first version would be: a regular expression for

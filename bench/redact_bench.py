@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import re
 import statistics
 import sys
@@ -34,30 +33,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _corpora
 
 from guard.redact import redact, scan
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora" / "sympy.tar.gz"
-MAX_FILE = 1 << 20
+CORPUS = _corpora.SHARED / "corpora" / "sympy.tar.gz"
 
 
 def read_texts(root: Path) -> list[tuple[str, str]]:
     """(path relative to root, text) of every UTF-8 text file under root up to 1 MiB."""
-    texts: list[tuple[str, str]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_FILE:
-                continue
-            data = path.read_bytes()
-            if b"\0" in data:
-                continue
-            try:
-                texts.append((path.relative_to(root).as_posix(), data.decode("utf-8")))
-            except UnicodeDecodeError:
-                continue
-    return texts
+    return _corpora.read_texts(root)
 
 
 def _naive() -> Callable[[str], int]:

@@ -27,7 +27,7 @@ from store.manifest import (
 
 def big_manifest(n: int) -> Manifest:
     return Manifest(
-        root="/work/tree",
+        root="/srv/tree",
         generation=7,
         entries={
             f"src/pkg{i // 100}/module_{i}.py": Entry(
