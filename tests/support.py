@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test",
@@ -39,3 +42,50 @@ def make_repo(path: Path, files: dict[str, str | bytes], *, commit: bool = True)
         git(path, "add", "-A")
         git(path, "commit", "-q", "-m", "fixture")
     return path
+
+
+def ts_by_seq(seq: int) -> str:
+    """A distinct time for each event: 09:MM:SS by its seq."""
+    return f"2026-10-15T09:{seq // 60 % 60:02d}:{seq % 60:02d}Z"
+
+
+class Log:
+    """A session log written line by line, as LOG-FORMAT.md has it."""
+
+    def __init__(self, path: Path, ts: Callable[[int], str] = ts_by_seq) -> None:
+        self.path = path
+        self.ts = ts
+        self.seq = 0
+        self.turn = 1
+
+    def add(self, kind: str, agent: str = "main", **fields: Any) -> int:
+        self.seq += 1
+        event = {
+            "seq": self.seq,
+            "ts": self.ts(self.seq),
+            "kind": kind,
+            "turn": self.turn,
+            "agent": agent,
+            **fields,
+        }
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+        return self.seq
+
+    def call(self, name: str, output: str, agent: str = "main", **args: Any) -> tuple[int, int]:
+        """A reply making one call, and the call's result: their seqs."""
+        cid = f"c{self.seq + 1}"
+        reply = self.add(
+            "llm.resp", agent, text="Let me look.", calls=[{"id": cid, "name": name, "args": args}]
+        )
+        res = self.add("tool.result", agent, call_id=cid, name=name, args=args, output=output)
+        return reply, res
+
+    def result(self, output: str, name: str = "fs-read", **args: Any) -> int:
+        """A reply making one call in the main context, and the result's seq."""
+        return self.call(name, output, **args)[1]
+
+    def end_turn(self) -> int:
+        seq = self.add("turn.end")
+        self.turn += 1
+        return seq

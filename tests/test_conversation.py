@@ -17,47 +17,15 @@ from bus import ActorSystem
 from errors import BadInput, NotFound
 from store.config import Config
 from store.mem import MemIndex, mem_path
-from tests.support import make_repo
+from tests.support import Log, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 CANARY = "ghp_" + "Zq9" * 12  # a GitHub token's shape: ghp_ and 36 letters and digits
 
 
-class Log:
-    """A session log written line by line, as LOG-FORMAT.md has it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.seq = 0
-        self.turn = 1
-
-    def add(self, kind: str, agent: str = "main", **fields: Any) -> int:
-        self.seq += 1
-        event = {
-            "seq": self.seq,
-            "ts": "2026-10-15T09:00:00Z",
-            "kind": kind,
-            "turn": self.turn,
-            "agent": agent,
-            **fields,
-        }
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(event) + "\n")
-        return self.seq
-
-    def call(self, name: str, output: str, agent: str = "main", **args: Any) -> tuple[int, int]:
-        """A reply making one call, and the call's result: their seqs."""
-        cid = f"c{self.seq + 1}"
-        reply = self.add(
-            "llm.resp", agent, text="Let me look.", calls=[{"id": cid, "name": name, "args": args}]
-        )
-        res = self.add("tool.result", agent, call_id=cid, name=name, args=args, output=output)
-        return reply, res
-
-    def end_turn(self) -> int:
-        seq = self.add("turn.end")
-        self.turn += 1
-        return seq
+def at_nine(seq: int) -> str:
+    """Every event at one time: results show it, and the tests pin it."""
+    return "2026-10-15T09:00:00Z"
 
 
 BIND_GO = "\n".join(
@@ -78,7 +46,7 @@ BIND_GO = "\n".join(
 @pytest.fixture
 def log(tmp_path: Path) -> Log:
     """Two whole turns: a read of bind.go, a helper's shell run, a compaction; then an open turn."""
-    lg = Log(tmp_path / "task.jsonl")
+    lg = Log(tmp_path / "task.jsonl", ts=at_nine)
     lg.add("person.message", text="Why does the credential binding reject localhost?\nThanks")
     lg.add("guard.decision", path="keychain/bind.go", verdict="allow", rule="pin")
     lg.call("fs-read", BIND_GO, path="keychain/bind.go")
@@ -309,7 +277,7 @@ async def test_a_damaged_mem_is_rebuilt_and_the_search_answers_as_before(
 async def test_a_resumed_2000_event_log_counts_every_event_and_recalls_its_first_result(
     tmp_path: Path,
 ) -> None:
-    lg = Log(tmp_path / "long.jsonl")
+    lg = Log(tmp_path / "long.jsonl", ts=at_nine)
     first: int | None = None
     while lg.seq < 1990:
         lg.add("person.message", text=f"step {lg.turn}: look at module{lg.turn}")

@@ -29,41 +29,9 @@ from store.mem import (
     word_key,
     word_keys,
 )
+from tests.support import Log
 
 CANARY = "ghp_" + "Zq9" * 12  # a GitHub token shape: ghp_ and 36 letters and digits
-
-
-class Log:
-    """A session log written line by line, as LOG-FORMAT.md has it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.seq = 0
-        self.turn = 1
-
-    def add(self, kind: str, agent: str = "main", **fields: Any) -> int:
-        self.seq += 1
-        event = {
-            "seq": self.seq,
-            "ts": f"2026-10-15T09:{self.seq // 60 % 60:02d}:{self.seq % 60:02d}Z",
-            "kind": kind,
-            "turn": self.turn,
-            "agent": agent,
-            **fields,
-        }
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(event) + "\n")
-        return self.seq
-
-    def result(self, output: str, name: str = "fs-read", **args: Any) -> int:
-        cid = f"c{self.seq + 1}"
-        self.add("llm.resp", text="Let me look.", calls=[{"id": cid, "name": name, "args": args}])
-        return self.add("tool.result", call_id=cid, name=name, args=args, output=output)
-
-    def end_turn(self) -> int:
-        seq = self.add("turn.end")
-        self.turn += 1
-        return seq
 
 
 def turn(log: Log, message: str, *outputs: str) -> None:
