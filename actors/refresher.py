@@ -199,43 +199,47 @@ class RefresherActor(Actor):
                 base = disk if disk is not None else self.manifest
                 # Another process's entries merged in: the indexer must load their records.
                 self._foreign |= disk is not None and disk is not self.manifest
-                entries = dict(base.entries)
-                for path, entry in touched.items():
-                    if entry is None:
-                        entries.pop(path, None)
-                    else:
-                        entries[path] = entry
                 generation = max(base.generation, self.manifest.generation) + 1
-                m = Manifest(str(self.root), generation, entries)
-                m.extra = sorted(set(base.extra) | set(extra))
+                m = self._applied(base, touched, extra, generation)
                 m.updated = time.time()
                 if touched or extra or disk is None or force:
                     save_manifest(self.manifest_path, m)
-                    st = os.stat(self.manifest_path)
-                    self._disk_sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+                    self._disk_sig = self._stat_sig()
                 self.manifest = m
         except (StoreError, OSError, TimeoutError) as e:
             # A full disk: the index in memory is current, the one on disk is not.
-            m = Manifest(str(self.root), self.manifest.generation, dict(self.manifest.entries))
-            for path, entry in touched.items():
-                if entry is None:
-                    m.entries.pop(path, None)
-                else:
-                    m.entries[path] = entry
-            m.extra = sorted(set(self.manifest.extra) | set(extra))
-            self.manifest = m
+            self.manifest = self._applied(self.manifest, touched, extra, self.manifest.generation)
             return str(e)
         return None
 
-    def _disk_if_changed(self) -> Manifest | None:
-        """The manifest on disk when another process wrote it since our last save or load."""
+    def _applied(
+        self, base: Manifest, touched: dict[str, Entry | None], extra: list[str], generation: int
+    ) -> Manifest:
+        """base with the touched paths set (an entry) or removed (None), and extra added."""
+        entries = dict(base.entries)
+        for path, entry in touched.items():
+            if entry is None:
+                entries.pop(path, None)
+            else:
+                entries[path] = entry
+        m = Manifest(str(self.root), generation, entries)
+        m.extra = sorted(set(base.extra) | set(extra))
+        return m
+
+    def _stat_sig(self) -> tuple[int, int, int] | None:
+        """What tells one write of the manifest file from another, or None when there is none."""
         try:
             st = os.stat(self.manifest_path)
         except OSError:
             return None
-        if (st.st_mtime_ns, st.st_size, st.st_ino) == self._disk_sig:
-            return self.manifest
-        return self._load_disk()
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _disk_if_changed(self) -> Manifest | None:
+        """The manifest on disk when another process wrote it since our last save or load."""
+        sig = self._stat_sig()
+        if sig is None:
+            return None
+        return self.manifest if sig == self._disk_sig else self._load_disk()
 
     def _forget(self, path: str) -> None:
         self._searchable.pop(path, None)
@@ -246,11 +250,7 @@ class RefresherActor(Actor):
 
     def _reload_if_changed(self) -> None:
         """Load the manifest on disk when another process wrote it since we looked (one stat)."""
-        try:
-            st = os.stat(self.manifest_path)
-            sig: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            sig = None
+        sig = self._stat_sig()
         if sig == self._disk_sig:
             return
         self._disk_sig = sig
@@ -259,7 +259,7 @@ class RefresherActor(Actor):
             self.manifest = disk
             self._compare_all = True
 
-    def _full_scan(self, directory: str | None) -> list[str]:
+    def _full_scan(self, directory: str | None) -> dict[str, FileStat | None]:
         """List the tree (and the directories index-update added), watch it, and stat every file."""
         listed, in_git = list_tree(self.root)
         # A name that is not UTF-8 cannot be shown in a result or stored as text: it is left out
@@ -281,7 +281,7 @@ class RefresherActor(Actor):
                     if p not in seen and _utf8(p):
                         seen.add(p)
                         listed.append(p)
-        if self._watch is None and self._watch_wanted and in_git is not None:
+        if self._watch is None and self._watch_wanted:
             self._start_watch(in_git)
         if self._watch is not None and not self._watch.broken:
             dirs = _dirs_of(listed)
@@ -290,7 +290,7 @@ class RefresherActor(Actor):
             self._watch.drain()  # what happened before the watches existed is in the stats below
         listed.sort()
         self._fs = dict(zip(listed, _stat_all(self.root, listed), strict=True))
-        return listed
+        return self._fs
 
     def _start_watch(self, in_git: bool) -> None:
         if not watch_available():
@@ -322,12 +322,7 @@ class RefresherActor(Actor):
                     full = True
                     break
         if full or fs is None or changes is None:
-            listed = self._full_scan(directory)
-            candidates: list[str] = listed
-            fs = self._fs
-            if fs is None:  # pragma: no cover - _full_scan always sets it
-                raise RuntimeError("the full scan left no listing")
-            whole = True
+            fs = self._full_scan(directory)
         else:
             dirty = sorted((changes.touched | self._pending) & fs.keys())
             for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):
@@ -338,11 +333,9 @@ class RefresherActor(Actor):
                 return self._plan(directory, True)
             if not self._compare_all:
                 return self._classify_dirty(fs, dirty)
-            candidates = sorted(fs)
-            whole = True
         self._compare_all = False
         self._fs_bytes = sum(st.size for st in fs.values() if st is not None)
-        return self._classify(fs, candidates, whole)
+        return self._classify(fs)
 
     def _classify_dirty(self, fs: dict[str, FileStat | None], dirty: list[str]) -> Plan:
         """The quick plan: only the touched paths, in a tree under every limit of §2.
@@ -376,8 +369,8 @@ class RefresherActor(Actor):
                 plan.to_read.append(st)
         return plan
 
-    def _classify(self, fs: dict[str, FileStat | None], candidates: list[str], whole: bool) -> Plan:
-        """Compare candidates with the manifest; limits are counted over the whole listing."""
+    def _classify(self, fs: dict[str, FileStat | None]) -> Plan:
+        """Compare the whole listing with the manifest, counting §2's limits in path order."""
         plan = Plan()
         skipped = plan.skipped
         entries = self.manifest.entries
@@ -385,30 +378,24 @@ class RefresherActor(Actor):
         keep: set[str] = set()
         n_files = 0
         n_bytes = 0
-        cand = set(candidates) if not whole else None
         # The pin and denylist checks of every file not found searchable in its present state,
         # in one batch: the guard resolves each directory once (amendment 2026-10-16).
         need = [
             p
             for p, st in fs.items()
-            if st is not None
-            and (cand is None or p in cand)
-            and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
+            if st is not None and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
         ]
         verdicts = dict(zip(need, precheck_all(self.guard, need), strict=True))
         for path, st in fs.items():
             if st is None:
                 continue
             sig = (st.size, st.mtime_ns, st.inode)
-            check = cand is None or path in cand
-            if check and searchable.get(path) != sig:
+            if searchable.get(path) != sig:
                 if not verdicts[path].allowed:
                     skipped["denied"] += 1
                     searchable.pop(path, None)
                     continue
                 searchable[path] = sig
-            elif path not in searchable:
-                continue  # refused by the precheck when it was last looked at
             if st.size > self.limits.file_bytes:
                 skipped["too_large"] += 1
                 continue
@@ -419,8 +406,6 @@ class RefresherActor(Actor):
             n_files += 1
             n_bytes += st.size
             keep.add(path)
-            if not check:
-                continue
             e = entries.get(path)
             if e is not None and (e.size, e.mtime_ns, e.inode) == sig:
                 if e.key.startswith(SKIP_PREFIX):
