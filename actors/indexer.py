@@ -15,7 +15,7 @@ import errno
 import logging
 import os
 import stat as stat_mod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import aiofiles
@@ -100,15 +100,12 @@ class IndexerActor(Actor):
         guard: Guard,
         pool: ProcessPool | None,
         snapshot_path: Path,
-        *,
-        redact_results: Callable[[str], str] | None = None,
     ) -> None:
         self.root = root
         self.store = store
         self.guard = guard.without_asking()
         self.pool = pool
         self.snapshot_path = snapshot_path
-        self._redact = redact_results or (lambda s: redact(s).text)
         self.tree = TreeIndex()
         self._snapshot_base: TreeSegment | None = None
         self._rebuilt = 0
@@ -176,11 +173,10 @@ class IndexerActor(Actor):
         for stat, a, rec in results:
             if rec is None:
                 found.append(TreeFound(stat, None, a.skip, a.text_bytes))
-                changes[stat.path] = None
             else:
                 changes[stat.path] = (a.key, rec)
                 found.append(TreeFound(stat, a.key, None, a.text_bytes))
-        for f in found:
+        for f in found:  # skipped now, refused, gone: out of the index
             if f.key is None:
                 changes[f.stat.path] = None
         # Merging a big delta into the base costs time in proportion to the whole index: only
@@ -422,7 +418,7 @@ class IndexerActor(Actor):
             if not chunk:
                 gone.append(h.path)
                 continue
-            red = self._redact("\n".join(chunk)).split("\n")
+            red = redact("\n".join(chunk)).text.split("\n")
             numbered = list(enumerate(red, h.start))
             results.append(
                 RepoResult(
