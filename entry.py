@@ -50,7 +50,7 @@ from retrieval.render import RepoResult, plural, render_repo
 from retrieval.words import query_words
 from store.chunkstore import ChunkStore
 from store.config import Config, earlier_tasks, load_config, set_earlier_tasks
-from store.log import LogWriter
+from store.log import LogWriter, log_path
 from store.manifest import list_manifests, load_manifest, manifest_path
 from store.paths import ProjectDirs, config_dir, data_dir, git_toplevel, project_dirs, project_key
 
@@ -381,6 +381,7 @@ class Engine:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise BadInput(f"{name} must be a whole number of at least 1, got {v!r}")
         if task is not None:
+            log_path(self.dirs.tasks, task)  # a malformed id is bad input, whatever the switch
             allowed = earlier_tasks(self.config_dir, self.key)
             return await self._earlier.ask_as(
                 EarlierRecall(task, seq, start, count, allowed), ToolOutput
@@ -752,17 +753,11 @@ def _log_of(ns: argparse.Namespace, root: Path) -> Path | None:
         return p
     if _opt(ns, "task"):
         tasks = project_dirs(data_dir(_opt(ns, "data_dir")), project_key(root)).tasks
-        p = tasks / f"{_task_id(ns.task)}.jsonl"
+        p = log_path(tasks, ns.task)
         if not p.is_file():
             raise NotFound(f"no task {ns.task} in this project (its logs are in {tasks})")
         return p
     return None
-
-
-def _task_id(task: str) -> str:
-    if not task or "/" in task or "\\" in task or task.startswith(".") or "\0" in task:
-        raise BadInput(f"task id {task!r} is not a task id")
-    return task
 
 
 class _Progress:
@@ -830,7 +825,7 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any]:
             progress.done()
             return up.text, up.to_json()
         if cmd == "recall":
-            task = _task_id(ns.task) if task_is_earlier else None
+            task = ns.task if task_is_earlier else None
             r = await engine.recall(ns.seq, ns.start, ns.count, task)
             return r.text, r.data
         if cmd == "status":
@@ -843,7 +838,7 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any]:
             if ns.memory_command == "search":
                 out = await engine.memory_search(ns.query, ns.limit)
                 return out.text, out.to_json()
-            r = await engine.memory_recall(_task_id(ns.task), ns.seq, ns.start, ns.count)
+            r = await engine.memory_recall(ns.task, ns.seq, ns.start, ns.count)
             return r.text, r.data
     finally:
         await engine.close()

@@ -210,3 +210,11 @@ def test_the_command_line_never_writes_to_the_log_it_reads(
         run("search", "check binding", "--log", str(log), cwd=repo, env_dirs=dirs).returncode == 0
     )
     assert log.read_bytes() == before
+
+
+def test_a_malformed_task_id_is_bad_input_whatever_the_switch(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    out = run("recall", "1", "--task", "../elsewhere", cwd=repo, env_dirs=dirs)
+    assert out.returncode == 2
+    assert out.stderr.startswith("nodwyn-retrieval: task id '../elsewhere' is not a task id")
