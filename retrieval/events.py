@@ -728,10 +728,6 @@ def hit_json(hit: LogHit) -> dict[str, Any]:
 # -- recall --------------------------------------------------------------------------------------
 
 
-def _clip_line(line: str, room: int) -> str:
-    return line if len(line) <= room else line[: max(room - 1, 0)] + "…"
-
-
 def render_recall(
     et: EventText,
     *,
@@ -794,7 +790,7 @@ def render_recall(
             break
         if len(line) + 1 > room:
             if n == first:
-                body.append(_clip_line(line, room))
+                body.append(clip(line, room))
                 shown_last = n
             break
         body.append(line)

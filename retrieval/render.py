@@ -18,7 +18,7 @@ LINE_CHARS = 240
 
 def clip(text: str, limit: int = LINE_CHARS) -> str:
     """The text cut to limit characters, marked when cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
