@@ -18,42 +18,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from errors import StoreError
+from store.paths import GIT_CONFIG, git_env
 
-__all__ = ["GIT_ENV", "git_ls_files", "list_tree", "walk_dir"]
+__all__ = ["git_ls_files", "list_tree", "walk_dir"]
 
-# Fixed for every git call: no user or system configuration can run a program through these.
-GIT_ENV = {
-    "GIT_OPTIONAL_LOCKS": "0",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_PAGER": "cat",
-    "PAGER": "cat",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_NO_REPLACE_OBJECTS": "1",
-    "LC_ALL": "C",
-}
-GIT_HARDENING = (
-    "-c", "core.fsmonitor=false",
-    "-c", "core.untrackedCache=false",
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.quotePath=false",
-)  # fmt: skip
 NODWYN_DIR = ".nodwyn/"
-
-
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_ENV)
-    return env
 
 
 def git_ls_files(root: Path) -> list[str] | None:
     """The files git lists in root, or None when root is not a git working tree."""
     try:
         out = subprocess.run(
-            ["git", *GIT_HARDENING, "ls-files", "-z", "-t", "--cached", "--others",
+            ["git", *GIT_CONFIG, "ls-files", "-z", "-t", "--cached", "--others",
              "--exclude-standard"],
             cwd=root,
-            env=_git_env(),
+            env=git_env(),
             capture_output=True,
             check=False,
             timeout=120,

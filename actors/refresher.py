@@ -16,14 +16,13 @@ import asyncio
 import logging
 import os
 import stat as stat_mod
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors._listing import GIT_ENV, GIT_HARDENING, list_tree, walk_dir
+from actors._listing import list_tree, walk_dir
 from actors._watch import TreeWatch
 from actors._watch import available as watch_available
 from actors._work import MAX_FILE_BYTES
@@ -33,6 +32,7 @@ from errors import FormatError, StoreError
 from guard import Guard, precheck_all
 from store.atomic import file_lock
 from store.manifest import Entry, Manifest, load_manifest, save_manifest
+from store.paths import git_output
 
 __all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "RefresherActor"]
 
@@ -107,16 +107,8 @@ def _dirs_of(paths: list[str]) -> set[str]:
 
 
 def _git_dir(root: Path) -> Path | None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_ENV)
-    try:
-        out = subprocess.run(
-            ["git", *GIT_HARDENING, "rev-parse", "--absolute-git-dir"],
-            cwd=root, env=env, capture_output=True, text=True, check=False, timeout=30,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
+    out = git_output(root, "rev-parse", "--absolute-git-dir")
+    return Path(out) if out else None
 
 
 class RefresherActor(Actor):

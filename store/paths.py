@@ -27,10 +27,13 @@ __all__ = [
     "APP_NAME",
     "CONFIG_DIR_ENV",
     "DATA_DIR_ENV",
+    "GIT_CONFIG",
     "ProjectDirs",
     "config_dir",
     "data_dir",
     "git_common_dir",
+    "git_env",
+    "git_output",
     "git_toplevel",
     "project_dirs",
     "project_key",
@@ -44,14 +47,13 @@ CONFIG_DIR_ENV = "NODWYN_RETRIEVAL_CONFIG_DIR"
 _GIT_TIMEOUT = 10.0
 
 # Options that stop git from starting anything the repository's configuration names.
-_GIT_CONFIG = (
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.untrackedCache=false",
-    "-c",
-    "core.hooksPath=/dev/null",
-)
+# Fixed for every git call of the project: no configuration can run a program through these.
+GIT_CONFIG = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.untrackedCache=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.quotePath=false",
+)  # fmt: skip
 
 # The readable half of a key: what a person recognises in a listing of projects/.
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -82,7 +84,7 @@ def _choose(arg: str | os.PathLike[str] | None, env: str, default: str) -> Path:
     return Path(default)
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     """The environment git runs in: the caller's, without any GIT_* variable that could point
     git elsewhere (GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_PARAMETERS...), and hardened."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -100,14 +102,14 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def _git(cwd: Path, *args: str) -> str | None:
+def git_output(cwd: Path, *args: str) -> str | None:
     """Run ``git <args>`` in cwd; its stdout without the final newline, or None when git is
     missing, fails, or cwd is not in a repository. Never raises."""
     try:
         out = subprocess.run(
-            ["git", *_GIT_CONFIG, *args],
+            ["git", *GIT_CONFIG, *args],
             cwd=cwd,
-            env=_git_env(),
+            env=git_env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=_GIT_TIMEOUT,
@@ -133,7 +135,7 @@ def _start_dir(path: Path) -> Path:
 def git_toplevel(path: Path) -> Path | None:
     """The top level of the working tree holding path (a worktree's own top level), or None
     outside git. CLI.md: the default ``--root``."""
-    out = _git(_start_dir(path), "rev-parse", "--show-toplevel")
+    out = git_output(_start_dir(path), "rev-parse", "--show-toplevel")
     return Path(out) if out else None
 
 
@@ -143,7 +145,7 @@ def git_common_dir(path: Path) -> Path | None:
     A worktree made with ``git worktree add`` answers its main repository's ``.git``: that is
     what makes its key the main repository's (§4, ADR 34, ADR 45 §7)."""
     start = _start_dir(path)
-    out = _git(start, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    out = git_output(start, "rev-parse", "--path-format=absolute", "--git-common-dir")
     if out is None:
         return None
     common = Path(out)
