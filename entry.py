@@ -1,4 +1,4 @@
-"""The composition root: the Engine an agent loop embeds, the tools, and the command line.
+"""The Engine an agent loop embeds, the tool definitions, and the command line.
 
 An agent loop opens one :class:`Engine` per session and working tree::
 
@@ -26,12 +26,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from actors.conversation import ConversationActor, LogSearch, Recall
-from actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
-from actors.embedder import EmbedderActor, EmbedStatus
-from actors.gc import Collect, GcActor
-from actors.indexer import IndexerActor
-from actors.messages import (
+from nodwyn_retrieval.actors.conversation import ConversationActor, LogSearch, Recall
+from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
+from nodwyn_retrieval.actors.embedder import EmbedderActor, EmbedStatus
+from nodwyn_retrieval.actors.gc import Collect, GcActor
+from nodwyn_retrieval.actors.indexer import IndexerActor
+from nodwyn_retrieval.actors.messages import (
     Forget,
     Refresh,
     Refreshed,
@@ -42,17 +42,24 @@ from actors.messages import (
     TreeSearched,
     UpdateOutput,
 )
-from actors.refresher import Limits, RefresherActor
-from bus import ActorRef, ActorSystem, ProcessPool
-from errors import BadInput, Disabled, GuardRefused, NotFound, RetrievalError
-from guard import Decision, Guard, Recorder, default_guard
-from retrieval.render import RepoResult, plural, render_repo
-from retrieval.words import query_words
-from store.chunkstore import ChunkStore
-from store.config import Config, earlier_tasks, load_config, set_earlier_tasks
-from store.log import LogWriter, log_path
-from store.manifest import list_manifests, load_manifest, manifest_path
-from store.paths import ProjectDirs, config_dir, data_dir, git_toplevel, project_dirs, project_key
+from nodwyn_retrieval.actors.refresher import Limits, RefresherActor
+from nodwyn_retrieval.bus import ActorRef, ActorSystem, ProcessPool
+from nodwyn_retrieval.errors import BadInput, Disabled, GuardRefused, NotFound, RetrievalError
+from nodwyn_retrieval.guard import Decision, Guard, Recorder, default_guard
+from nodwyn_retrieval.retrieval.render import RepoResult, plural, render_repo
+from nodwyn_retrieval.retrieval.words import query_words
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.config import Config, earlier_tasks, load_config, set_earlier_tasks
+from nodwyn_retrieval.store.log import LogWriter, log_path
+from nodwyn_retrieval.store.manifest import list_manifests, load_manifest, manifest_path
+from nodwyn_retrieval.store.paths import (
+    ProjectDirs,
+    config_dir,
+    data_dir,
+    git_toplevel,
+    project_dirs,
+    project_key,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",

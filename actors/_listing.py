@@ -17,8 +17,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from errors import StoreError
-from store.paths import GIT_CONFIG, git_env
+from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.store.paths import GIT_CONFIG, git_env
 
 __all__ = ["git_ls_files", "list_tree", "walk_dir"]
 

@@ -14,10 +14,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from errors import StoreError
-from guard.redact import redact
-from retrieval.analyze import FileRecord, analyze
-from store.chunkstore import ChunkStore
+from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
+from nodwyn_retrieval.store.chunkstore import ChunkStore
 
 __all__ = [
     "BINARY_SNIFF",

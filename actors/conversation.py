@@ -24,12 +24,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-
-from actors.messages import SearchOutput, ToolOutput
-from bus import Actor
-from errors import BadInput, FormatError, NotFound
-from retrieval.bm25 import Part, Segment, search_all
-from retrieval.events import (
+from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
+from nodwyn_retrieval.bus import Actor
+from nodwyn_retrieval.errors import BadInput, FormatError, NotFound
+from nodwyn_retrieval.retrieval.bm25 import Part, Segment, search_all
+from nodwyn_retrieval.retrieval.events import (
     Call,
     Card,
     CardMaker,
@@ -41,11 +40,11 @@ from retrieval.events import (
     render_recall,
     unread_reason,
 )
-from retrieval.render import plural
-from retrieval.words import query_words
-from store.atomic import file_lock
-from store.config import Config
-from store.mem import (
+from nodwyn_retrieval.retrieval.render import plural
+from nodwyn_retrieval.retrieval.words import query_words
+from nodwyn_retrieval.store.atomic import file_lock
+from nodwyn_retrieval.store.config import Config
+from nodwyn_retrieval.store.mem import (
     LOCK_NAME,
     LOCK_SECONDS,
     LogView,
@@ -67,7 +66,7 @@ __all__ = [
     "with_views",
 ]
 
-log = logging.getLogger("actors.conversation")
+log = logging.getLogger("nodwyn_retrieval.actors.conversation")
 
 T = TypeVar("T")
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors.conversation import (
+from nodwyn_retrieval.actors.conversation import (
     Damaged,
     Source,
     rank_sources,
@@ -42,15 +42,15 @@ from actors.conversation import (
     recall_event,
     with_views,
 )
-from actors.messages import SearchOutput, ToolOutput
-from bus import Actor, ProcessPool
-from errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
-from retrieval.events import hit_json, render_hits
-from retrieval.render import plural
-from store.atomic import file_lock, store_error
-from store.config import Config
-from store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
-from store.mem import LOCK_NAME, LOCK_SECONDS, LogView
+from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
+from nodwyn_retrieval.bus import Actor, ProcessPool
+from nodwyn_retrieval.errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
+from nodwyn_retrieval.retrieval.events import hit_json, render_hits
+from nodwyn_retrieval.retrieval.render import plural
+from nodwyn_retrieval.store.atomic import file_lock, store_error
+from nodwyn_retrieval.store.config import Config
+from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
+from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS, LogView
 
 __all__ = [
     "DISABLED",
@@ -62,7 +62,7 @@ __all__ = [
     "fold_log",
 ]
 
-log = logging.getLogger("actors.earlier")
+log = logging.getLogger("nodwyn_retrieval.actors.earlier")
 
 _TASK_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 """A task id as store.log names them."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bus import Actor
-from errors import Disabled
-from store.config import Config
+from nodwyn_retrieval.bus import Actor
+from nodwyn_retrieval.errors import Disabled
+from nodwyn_retrieval.store.config import Config
 
 __all__ = ["EMBEDDINGS_OFF", "Embed", "EmbedStatus", "EmbedderActor", "Embedding"]
 

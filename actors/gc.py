@@ -35,16 +35,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bus import Actor
-from errors import FormatError, RetrievalError, StoreError
-from store.atomic import TEMP_SUFFIX
-from store.chunkstore import ChunkStore
-from store.manifest import list_manifests, load_manifest
-from store.paths import ProjectDirs
+from nodwyn_retrieval.bus import Actor
+from nodwyn_retrieval.errors import FormatError, RetrievalError, StoreError
+from nodwyn_retrieval.store.atomic import TEMP_SUFFIX
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.manifest import list_manifests, load_manifest
+from nodwyn_retrieval.store.paths import ProjectDirs
 
 __all__ = ["CHUNK_GRACE", "INTERVAL", "MARKER", "Collect", "Collected", "GcActor", "collect"]
 
-log = logging.getLogger("actors.gc")
+log = logging.getLogger("nodwyn_retrieval.actors.gc")
 
 INTERVAL = 3600.0  # at most once an hour
 CHUNK_GRACE = 7 * 24 * 3600.0  # stored files no manifest names for seven days

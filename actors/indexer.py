@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import aiofiles
-
-from actors._work import MAX_FILE_BYTES, Analyzed, analyze_batch, analyze_blob
-from actors.messages import (
+from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, Analyzed, analyze_batch, analyze_blob
+from nodwyn_retrieval.actors.messages import (
     FileStat,
     Forget,
     IndexedFiles,
@@ -31,21 +30,21 @@ from actors.messages import (
     TreeFound,
     TreeSearched,
 )
-from bus import Actor, ProcessPool
-from errors import DeadlineExceeded, FormatError, StoreError, WorkerError
-from guard import Guard, Verdict, redact
-from retrieval.analyze import FileRecord
-from retrieval.chunks import split_lines
-from retrieval.render import RepoResult, best_lines
-from retrieval.tree import TreeIndex, TreeSegment
-from retrieval.words import ranking_words
-from store.atomic import write_atomic
-from store.chunkstore import ChunkStore
-from store.codec import decode, encode
+from nodwyn_retrieval.bus import Actor, ProcessPool
+from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError, WorkerError
+from nodwyn_retrieval.guard import Guard, Verdict, redact
+from nodwyn_retrieval.retrieval.analyze import FileRecord
+from nodwyn_retrieval.retrieval.chunks import split_lines
+from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
+from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.words import ranking_words
+from nodwyn_retrieval.store.atomic import write_atomic
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.codec import decode, encode
 
 __all__ = ["MAX_FILE_BYTES", "POOL_MIN_BYTES", "IndexerActor", "load_snapshot"]
 
-log = logging.getLogger("actors.indexer")
+log = logging.getLogger("nodwyn_retrieval.actors.indexer")
 
 # Below this many bytes of changed text a batch is analysed in this process: starting and feeding
 # workers costs more than it saves (docs/benchmarks.md, "the pool threshold").

@@ -22,21 +22,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors._listing import list_tree, walk_dir
-from actors._watch import TreeWatch
-from actors._watch import available as watch_available
-from actors._work import MAX_FILE_BYTES
-from actors.messages import FileStat, Forget, IndexedFiles, IndexFiles, Refresh, Refreshed
-from bus import Actor, ActorRef
-from errors import FormatError, StoreError
-from guard import Guard, precheck_all
-from store.atomic import file_lock
-from store.manifest import Entry, Manifest, load_manifest, save_manifest
-from store.paths import git_output
+from nodwyn_retrieval.actors._listing import list_tree, walk_dir
+from nodwyn_retrieval.actors._watch import TreeWatch
+from nodwyn_retrieval.actors._watch import available as watch_available
+from nodwyn_retrieval.actors._work import MAX_FILE_BYTES
+from nodwyn_retrieval.actors.messages import (
+    FileStat,
+    Forget,
+    IndexedFiles,
+    IndexFiles,
+    Refresh,
+    Refreshed,
+)
+from nodwyn_retrieval.bus import Actor, ActorRef
+from nodwyn_retrieval.errors import FormatError, StoreError
+from nodwyn_retrieval.guard import Guard, precheck_all
+from nodwyn_retrieval.store.atomic import file_lock
+from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
+from nodwyn_retrieval.store.paths import git_output
 
 __all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "RefresherActor"]
 
-log = logging.getLogger("actors.refresher")
+log = logging.getLogger("nodwyn_retrieval.actors.refresher")
 
 MAX_TREE_FILES = 20_000  # §2: a tree indexes at most 20,000 files
 MAX_TREE_BYTES = 128 << 20  # §2: and 128 MiB of text

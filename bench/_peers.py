@@ -125,7 +125,7 @@ def serve(handle: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
 
 def chunk_texts(files: list[tuple[str, bytes]]) -> Iterator[str]:
     """Each chunk's text, file by file, cut as the project cuts it."""
-    from retrieval.chunks import chunk_spans, split_lines
+    from nodwyn_retrieval.retrieval.chunks import chunk_spans, split_lines
 
     for _path, data in files:
         lines = split_lines(data.decode("utf-8"))

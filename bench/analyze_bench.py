@@ -40,10 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpora
-
-from retrieval.analyze import analyze
-from retrieval.chunks import chunk_spans, split_lines
-from retrieval.words import clear_memo, word_counts
+from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval.chunks import chunk_spans, split_lines
+from nodwyn_retrieval.retrieval.words import clear_memo, word_counts
 
 CORPUS = _corpora.SHARED / "corpora" / "sympy.tar.gz"
 

@@ -39,14 +39,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import actors.earlier as earlier_mod
-from actors.conversation import ConversationActor, LogSearch
-from actors.earlier import EarlierActor, EarlierSearch
+import nodwyn_retrieval.actors.earlier as earlier_mod
+from nodwyn_retrieval.actors.conversation import ConversationActor, LogSearch
+from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierSearch
+from nodwyn_retrieval.bus import ActorSystem
+from nodwyn_retrieval.retrieval.words import clear_memo
+from nodwyn_retrieval.store.config import Config
+from nodwyn_retrieval.store.mem import RACY_NS, mem_path
+
 from bench.loggen import Tree, generate_log, generate_tasks
-from bus import ActorSystem
-from retrieval.words import clear_memo
-from store.config import Config
-from store.mem import RACY_NS, mem_path
 
 QUERIES = (
     "credential binding localhost",

@@ -64,17 +64,13 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import retrieval.analyze
-import retrieval.bm25
-import retrieval.chunks
-import retrieval.tree
-import retrieval.words
-from actors._work import analyze_blob
-from actors.indexer import load_snapshot
-from entry import MAX_LIMIT, Engine
-from retrieval.tree import TreeHit, TreeIndex, TreeSegment
-from retrieval.words import clear_memo, ranking_words
-from store.manifest import manifest_path
+from nodwyn_retrieval import retrieval
+from nodwyn_retrieval.actors._work import analyze_blob
+from nodwyn_retrieval.actors.indexer import load_snapshot
+from nodwyn_retrieval.entry import MAX_LIMIT, Engine
+from nodwyn_retrieval.retrieval.tree import TreeHit, TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.words import clear_memo, ranking_words
+from nodwyn_retrieval.store.manifest import manifest_path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_QUALITY = REPO.parent / "shared" / "quality"

@@ -36,8 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpora
-
-from guard.redact import redact, scan
+from nodwyn_retrieval.guard.redact import redact, scan
 
 CORPUS = _corpora.SHARED / "corpora" / "sympy.tar.gz"
 

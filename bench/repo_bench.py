@@ -176,7 +176,7 @@ def serve_ours(
     t_start = time.perf_counter()
     import asyncio
 
-    from entry import Engine
+    from nodwyn_retrieval.entry import Engine
 
     t_import = time.perf_counter() - t_start
     mem_import = _peers.memory()

@@ -3,7 +3,7 @@ process pool; no domain logic."""
 
 from __future__ import annotations
 
-from bus.actor import Actor, ActorRef, ActorSystem, RestartPolicy
-from bus.pool import ProcessPool
+from nodwyn_retrieval.bus.actor import Actor, ActorRef, ActorSystem, RestartPolicy
+from nodwyn_retrieval.bus.pool import ProcessPool
 
 __all__ = ["Actor", "ActorRef", "ActorSystem", "ProcessPool", "RestartPolicy"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, Literal, Self, TypeVar
 
-from errors import ActorDead, BadInput, DeadlineExceeded
+from nodwyn_retrieval.errors import ActorDead, BadInput, DeadlineExceeded
 
 R = TypeVar("R")
 

@@ -29,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Self, TypeVar, TypeVarTuple
 
-from errors import (
+from nodwyn_retrieval.errors import (
     ActorDead,
     BadInput,
     DeadlineExceeded,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from errors import BadInput
+from nodwyn_retrieval.errors import BadInput
 
 __all__ = ["Budget"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from errors import BadInput, GuardRefused
+from nodwyn_retrieval.errors import BadInput, GuardRefused
 
 __all__ = [
     "ACTOR_NOT_ASKED",

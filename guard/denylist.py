@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from errors import BadInput
+from nodwyn_retrieval.errors import BadInput
 
 __all__ = ["DEFAULT_DENY", "Denylist"]
 

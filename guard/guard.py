@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from errors import BadInput, NotFound
+from nodwyn_retrieval.errors import BadInput, NotFound
 
 from .budget import Budget
 from .decision import Checker, CheckResult, Decision, Recorder, Verdict

@@ -25,10 +25,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-
-from errors import BadInput, FormatError
-from retrieval.chunks import CHUNKER_VERSION, cut, declaration_offsets_utf8
-from retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
+from nodwyn_retrieval.errors import BadInput, FormatError
+from nodwyn_retrieval.retrieval.chunks import CHUNKER_VERSION, cut, declaration_offsets_utf8
+from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
 
 __all__ = ["ANALYZE_VERSION", "FileRecord", "analyze"]
 

@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from errors import FormatError
+from nodwyn_retrieval.errors import FormatError
 
 __all__ = [
     "K1",

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from guard.redact import redact
-from retrieval.chunks import split_lines
-from retrieval.render import best_lines, clip, plural
-from retrieval.words import word_counts, words
+from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.chunks import split_lines
+from nodwyn_retrieval.retrieval.render import best_lines, clip, plural
+from nodwyn_retrieval.retrieval.words import word_counts, words
 
 __all__ = [
     "CALL_WEIGHT",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from retrieval.words import words
+from nodwyn_retrieval.retrieval.words import words
 
 __all__ = ["LINE_CHARS", "RepoResult", "best_lines", "clip", "plural", "render_repo"]
 

@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from errors import FormatError
-from retrieval.analyze import FileRecord
-from retrieval.bm25 import Part, Segment, merge_segments, search_all
-from retrieval.words import word_counts
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.retrieval.analyze import FileRecord
+from nodwyn_retrieval.retrieval.bm25 import Part, Segment, merge_segments, search_all
+from nodwyn_retrieval.retrieval.words import word_counts
 
 __all__ = ["FIRST_LINE_WEIGHT", "PATH_WEIGHT", "TreeHit", "TreeIndex", "TreeSegment"]
 

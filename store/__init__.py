@@ -16,16 +16,16 @@ never trusted and never a crash. docs/store-format.md describes every file.
 
 from __future__ import annotations
 
-from store.atomic import file_lock, write_atomic
-from store.codec import decode, encode
-from store.config import (
+from nodwyn_retrieval.store.atomic import file_lock, write_atomic
+from nodwyn_retrieval.store.codec import decode, encode
+from nodwyn_retrieval.store.config import (
     Config,
     earlier_tasks,
     load_config,
     set_earlier_tasks,
     workspaces_error,
 )
-from store.log import (
+from nodwyn_retrieval.store.log import (
     LogRead,
     LogWriter,
     TaskMeta,
@@ -37,7 +37,7 @@ from store.log import (
     task_meta,
     write_task_meta,
 )
-from store.manifest import (
+from nodwyn_retrieval.store.manifest import (
     Entry,
     Manifest,
     list_manifests,
@@ -46,7 +46,7 @@ from store.manifest import (
     manifest_path,
     save_manifest,
 )
-from store.paths import (
+from nodwyn_retrieval.store.paths import (
     ProjectDirs,
     config_dir,
     data_dir,

@@ -16,8 +16,7 @@ import tempfile
 from pathlib import Path
 
 import filelock
-
-from errors import StoreError
+from nodwyn_retrieval.errors import StoreError
 
 __all__ = ["TEMP_SUFFIX", "file_lock", "store_error", "write_atomic"]
 

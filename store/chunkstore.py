@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from errors import BadInput, FormatError
-from retrieval.analyze import ANALYZE_VERSION, FileRecord
-from store.atomic import TEMP_SUFFIX, store_error, write_atomic
-from store.codec import decode, encode
+from nodwyn_retrieval.errors import BadInput, FormatError
+from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, FileRecord
+from nodwyn_retrieval.store.atomic import TEMP_SUFFIX, store_error, write_atomic
+from nodwyn_retrieval.store.codec import decode, encode
 
 __all__ = ["MAGIC", "SUFFIX", "VERSION", "ChunkStore", "ChunkStoreStats"]
 

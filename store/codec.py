@@ -31,8 +31,7 @@ import zlib
 from typing import NoReturn
 
 import msgpack
-
-from errors import FormatError
+from nodwyn_retrieval.errors import FormatError
 
 __all__ = [
     "FLAG_ZLIB",

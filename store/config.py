@@ -26,9 +26,8 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 import tomlkit.items
-
-from errors import BadInput
-from store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
 
 __all__ = [
     "CONFIG_FILE",

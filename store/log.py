@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Self
 
-from errors import BadInput, FormatError, NotFound
-from store.atomic import store_error, write_atomic
+from nodwyn_retrieval.errors import BadInput, FormatError, NotFound
+from nodwyn_retrieval.store.atomic import store_error, write_atomic
 
 __all__ = [
     "COMMON_FIELDS",

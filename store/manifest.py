@@ -35,10 +35,9 @@ from pathlib import Path
 
 import filelock
 import numpy as np
-
-from errors import FormatError
-from store.atomic import file_lock, store_error, write_atomic
-from store.codec import decode, encode
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.store.codec import decode, encode
 
 __all__ = [
     "MAGIC",

@@ -87,11 +87,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 from filelock import Timeout
-
-from errors import FormatError, NotFound, StoreError
-from guard.redact import redact
-from retrieval.bm25 import MAX_QUANTITY, Segment, SegmentBuilder
-from retrieval.events import (
+from nodwyn_retrieval.errors import FormatError, NotFound, StoreError
+from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment, SegmentBuilder
+from nodwyn_retrieval.retrieval.events import (
     EVENTS_VERSION,
     Card,
     CardMaker,
@@ -102,10 +101,10 @@ from retrieval.events import (
     kind_of,
     turn_of,
 )
-from retrieval.words import WORDS_VERSION, runs, word_table
-from store.atomic import file_lock, store_error, write_atomic
-from store.codec import HEADER, decode, encode
-from store.log import event_of
+from nodwyn_retrieval.retrieval.words import WORDS_VERSION, runs, word_table
+from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.store.codec import HEADER, decode, encode
+from nodwyn_retrieval.store.log import event_of
 
 __all__ = [
     "HEAD_BYTES",

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
-
-from errors import BadInput
+from nodwyn_retrieval.errors import BadInput
 
 __all__ = [
     "APP_NAME",

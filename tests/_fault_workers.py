@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from entry import Engine
-from errors import FormatError
-from store.manifest import load_manifest, manifest_path
-from store.paths import project_dirs, project_key
+from nodwyn_retrieval.entry import Engine
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+from nodwyn_retrieval.store.paths import project_dirs, project_key
 
 __all__ = ["editor", "file_body", "file_path", "main", "searcher"]
 

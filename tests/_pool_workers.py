@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from errors import BadInput
+from nodwyn_retrieval.errors import BadInput
 
 
 def square(x: int) -> int:

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from errors import BadInput, FormatError
-from retrieval import words as words_module
-from retrieval.analyze import ANALYZE_VERSION, FileRecord, analyze
-from retrieval.chunks import CHUNKER_VERSION, chunk_spans, split_lines
-from retrieval.words import WORDS_VERSION, words
+from nodwyn_retrieval.errors import BadInput, FormatError
+from nodwyn_retrieval.retrieval import words as words_module
+from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, FileRecord, analyze
+from nodwyn_retrieval.retrieval.chunks import CHUNKER_VERSION, chunk_spans, split_lines
+from nodwyn_retrieval.retrieval.words import WORDS_VERSION, words
 
 PYTHON = (
     "import os\n"

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from errors import FormatError
-from retrieval.bm25 import (
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.retrieval.bm25 import (
     K1,
     B,
     Part,

@@ -7,9 +7,8 @@ import logging
 from dataclasses import dataclass, field
 
 import pytest
-
-from bus import Actor, ActorRef, ActorSystem
-from errors import ActorDead, BadInput, DeadlineExceeded
+from nodwyn_retrieval.bus import Actor, ActorRef, ActorSystem
+from nodwyn_retrieval.errors import ActorDead, BadInput, DeadlineExceeded
 
 # --- messages ----------------------------------------------------------------------------------
 

@@ -15,10 +15,16 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from nodwyn_retrieval.bus import ProcessPool
+from nodwyn_retrieval.bus.pool import START_METHOD, _call
+from nodwyn_retrieval.errors import (
+    ActorDead,
+    BadInput,
+    DeadlineExceeded,
+    WorkerCrashed,
+    WorkerError,
+)
 
-from bus import ProcessPool
-from bus.pool import START_METHOD, _call
-from errors import ActorDead, BadInput, DeadlineExceeded, WorkerCrashed, WorkerError
 from tests import _pool_workers as w
 
 

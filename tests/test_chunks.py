@@ -7,8 +7,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from retrieval.chunks import (
+from nodwyn_retrieval.retrieval.chunks import (
     CHUNKER_VERSION,
     MAX_LINES,
     MIN_LINES,

@@ -23,7 +23,7 @@ def run(*args: str, cwd: Path, env_dirs: tuple[Path, Path]) -> subprocess.Comple
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.run(
-        [sys.executable, "-m", "entry", *args],
+        [sys.executable, "-m", "nodwyn_retrieval", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -172,8 +172,8 @@ def test_a_search_with_no_match_exits_0(repo: Path, dirs: tuple[Path, Path]) -> 
 
 
 def _task_log(repo: Path, data: Path, task: str) -> Path:
-    from store.log import LogWriter
-    from store.paths import project_dirs, project_key
+    from nodwyn_retrieval.store.log import LogWriter
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
 
     tasks = project_dirs(data, project_key(repo)).tasks
     with LogWriter(tasks / f"{task}.jsonl") as w:

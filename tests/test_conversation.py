@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodwyn_retrieval.actors.conversation import ConversationActor, LogSearch, Recall
+from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
+from nodwyn_retrieval.bus import ActorSystem
+from nodwyn_retrieval.errors import BadInput, NotFound
+from nodwyn_retrieval.store.config import Config
+from nodwyn_retrieval.store.mem import MemIndex, mem_path
 
-from actors.conversation import ConversationActor, LogSearch, Recall
-from actors.messages import SearchOutput, ToolOutput
-from bus import ActorSystem
-from errors import BadInput, NotFound
-from store.config import Config
-from store.mem import MemIndex, mem_path
 from tests.support import Log, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -414,9 +414,10 @@ def test_the_command_line_searches_the_conversation_as_json(log: Log, tmp_path: 
 async def test_a_damaged_mem_is_rebuilt_and_an_index_update_record_says_so(
     tmp_path: Path, dirs: tuple[Path, Path]
 ) -> None:
-    from entry import Engine
-    from store.log import LogWriter, read_log
-    from store.mem import mem_path
+    from nodwyn_retrieval.entry import Engine
+    from nodwyn_retrieval.store.log import LogWriter, read_log
+    from nodwyn_retrieval.store.mem import mem_path
+
     from tests.support import make_repo
 
     repo = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})

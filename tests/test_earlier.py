@@ -10,20 +10,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import nodwyn_retrieval.actors.earlier as earlier_module
 import pytest
+from nodwyn_retrieval.actors.earlier import DISABLED, EarlierActor, EarlierRecall, EarlierSearch
+from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
+from nodwyn_retrieval.bus import ActorSystem
+from nodwyn_retrieval.errors import BadInput, Disabled, NotFound
+from nodwyn_retrieval.retrieval.bm25 import Part, SegmentBuilder, search_all
+from nodwyn_retrieval.retrieval.events import event_counts
+from nodwyn_retrieval.retrieval.words import query_words
+from nodwyn_retrieval.store.config import Config
+from nodwyn_retrieval.store.log import write_task_meta
+from nodwyn_retrieval.store.mem import mem_path
+from nodwyn_retrieval.store.paths import project_dirs, project_key
 
-import actors.earlier as earlier_module
-from actors.earlier import DISABLED, EarlierActor, EarlierRecall, EarlierSearch
-from actors.messages import SearchOutput, ToolOutput
-from bus import ActorSystem
-from errors import BadInput, Disabled, NotFound
-from retrieval.bm25 import Part, SegmentBuilder, search_all
-from retrieval.events import event_counts
-from retrieval.words import query_words
-from store.config import Config
-from store.log import write_task_meta
-from store.mem import mem_path
-from store.paths import project_dirs, project_key
 from tests.support import make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -333,7 +333,7 @@ async def test_logs_folded_in_worker_processes_search_as_logs_folded_here(
 
 def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "entry", *args, "--root", str(tmp_path / "repo"),
+        [sys.executable, "-m", "nodwyn_retrieval", *args, "--root", str(tmp_path / "repo"),
          "--data-dir", str(tmp_path / "data"), "--config-dir", str(tmp_path / "config")],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from retrieval.chunks import split_lines
-from retrieval.events import (
+from nodwyn_retrieval.retrieval.chunks import split_lines
+from nodwyn_retrieval.retrieval.events import (
     CALL_WEIGHT,
     NEVER_RANKED,
     SELF_TOOLS,
@@ -26,8 +25,8 @@ from retrieval.events import (
     text_counts,
     unread_reason,
 )
-from retrieval.render import best_lines
-from retrieval.words import word_counts
+from nodwyn_retrieval.retrieval.render import best_lines
+from nodwyn_retrieval.retrieval.words import word_counts
 
 CANARY = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2  # 40 letters and digits after ghp_
 

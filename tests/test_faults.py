@@ -32,24 +32,24 @@ from types import TracebackType
 from typing import Any
 
 import pytest
+from nodwyn_retrieval import entry
+from nodwyn_retrieval.actors.indexer import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
+from nodwyn_retrieval.entry import Engine
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.guard import CheckResult, Verdict
+from nodwyn_retrieval.retrieval.analyze import FileRecord
+from nodwyn_retrieval.retrieval.tree import TreeSegment
+from nodwyn_retrieval.store import atomic
+from nodwyn_retrieval.store.chunkstore import MAGIC as CK_MAGIC
+from nodwyn_retrieval.store.chunkstore import VERSION as CK_VERSION
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.codec import HEADER, decode
+from nodwyn_retrieval.store.manifest import MAGIC as MF_MAGIC
+from nodwyn_retrieval.store.manifest import VERSION as MF_VERSION
+from nodwyn_retrieval.store.manifest import _from_payload, load_manifest, manifest_path
+from nodwyn_retrieval.store.mem import MemIndex, mem_path
+from nodwyn_retrieval.store.paths import ProjectDirs, project_dirs, project_key
 
-import entry
-from actors.indexer import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
-from entry import Engine
-from errors import FormatError
-from guard import CheckResult, Verdict
-from retrieval.analyze import FileRecord
-from retrieval.tree import TreeSegment
-from store import atomic
-from store.chunkstore import MAGIC as CK_MAGIC
-from store.chunkstore import VERSION as CK_VERSION
-from store.chunkstore import ChunkStore
-from store.codec import HEADER, decode
-from store.manifest import MAGIC as MF_MAGIC
-from store.manifest import VERSION as MF_VERSION
-from store.manifest import _from_payload, load_manifest, manifest_path
-from store.mem import MemIndex, mem_path
-from store.paths import ProjectDirs, project_dirs, project_key
 from tests._fault_workers import file_body, file_path
 from tests.support import git, make_repo
 
@@ -224,7 +224,7 @@ async def final_search(
 
 def run_entry(*args: str, dirs: tuple[Path, Path], root: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "entry", *args, "--root", str(root),
+        [sys.executable, "-m", "nodwyn_retrieval", *args, "--root", str(root),
          "--data-dir", str(dirs[0]), "--config-dir", str(dirs[1])],
         cwd=ROOT,
         env=env(),
@@ -745,8 +745,9 @@ def test_an_unreadable_file_is_left_out_and_the_rest_searched(
     prefix = drop_dac_prefix() if os.geteuid() == 0 else []
     try:
         done = subprocess.run(
-            [*prefix, sys.executable, "-m", "entry", "--json", "search", "serve listen binding",
-             "--root", str(repo), "--data-dir", str(dirs[0]), "--config-dir", str(dirs[1])],
+            [*prefix, sys.executable, "-m", "nodwyn_retrieval", "--json", "search",
+             "serve listen binding", "--root", str(repo),
+             "--data-dir", str(dirs[0]), "--config-dir", str(dirs[1])],
             cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
     finally:

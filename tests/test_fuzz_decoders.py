@@ -31,21 +31,20 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from actors.indexer import SNAPSHOT_MAGIC, SNAPSHOT_VERSION, load_snapshot
-from errors import FormatError
-from retrieval import bm25
-from retrieval.analyze import FileRecord, analyze
-from retrieval.tree import TreeIndex, TreeSegment
-from store import mem as memfmt
-from store.chunkstore import MAGIC as CK_MAGIC
-from store.chunkstore import VERSION as CK_VERSION
-from store.chunkstore import ChunkStore
-from store.codec import FLAG_ZLIB, HEADER, MAX_RATIO, decode, encode
-from store.manifest import MAGIC as MF_MAGIC
-from store.manifest import VERSION as MF_VERSION
-from store.manifest import Entry, Manifest, load_manifest, save_manifest
-from store.mem import LogView, MemIndex, mem_path
+from nodwyn_retrieval.actors.indexer import SNAPSHOT_MAGIC, SNAPSHOT_VERSION, load_snapshot
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.retrieval import bm25
+from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
+from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.store import mem as memfmt
+from nodwyn_retrieval.store.chunkstore import MAGIC as CK_MAGIC
+from nodwyn_retrieval.store.chunkstore import VERSION as CK_VERSION
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.codec import FLAG_ZLIB, HEADER, MAX_RATIO, decode, encode
+from nodwyn_retrieval.store.manifest import MAGIC as MF_MAGIC
+from nodwyn_retrieval.store.manifest import VERSION as MF_VERSION
+from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
+from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path
 
 EXAMPLES = int(os.environ.get("NODWYN_FUZZ_EXAMPLES", "150"))
 """Examples per kind and property (raise it to look harder)."""

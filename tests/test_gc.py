@@ -13,16 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nodwyn_retrieval.actors import gc
+from nodwyn_retrieval.actors.gc import CHUNK_GRACE, INTERVAL, MARKER, Collect, Collected, collect
+from nodwyn_retrieval.entry import Engine
+from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.store.atomic import file_lock
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.manifest import (
+    Entry,
+    Manifest,
+    load_manifest,
+    manifest_path,
+    save_manifest,
+)
+from nodwyn_retrieval.store.paths import ProjectDirs, project_dirs, project_key
 
-from actors import gc
-from actors.gc import CHUNK_GRACE, INTERVAL, MARKER, Collect, Collected, collect
-from entry import Engine
-from errors import StoreError
-from retrieval.analyze import analyze
-from store.atomic import file_lock
-from store.chunkstore import ChunkStore
-from store.manifest import Entry, Manifest, load_manifest, manifest_path, save_manifest
-from store.paths import ProjectDirs, project_dirs, project_key
 from tests.support import git, make_repo
 
 DAY = 24 * 3600.0

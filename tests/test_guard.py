@@ -11,9 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from errors import BadInput, GuardRefused, NotFound
-from guard import (
+from nodwyn_retrieval.errors import BadInput, GuardRefused, NotFound
+from nodwyn_retrieval.guard import (
     DEFAULT_DENY,
     Budget,
     CheckResult,
@@ -25,6 +24,7 @@ from guard import (
     default_guard,
     precheck_all,
 )
+
 from tests.support import make_repo
 
 

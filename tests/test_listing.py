@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from nodwyn_retrieval.actors._listing import git_ls_files, list_tree, walk_dir
+from nodwyn_retrieval.actors._watch import TreeWatch, available
 
-from actors._listing import git_ls_files, list_tree, walk_dir
-from actors._watch import TreeWatch, available
 from tests.support import git, make_repo
 
 

@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from errors import FormatError, NotFound
-from retrieval.bm25 import Part, SegmentBuilder, search_all
-from retrieval.events import event_counts
-from store.mem import (
+from nodwyn_retrieval.errors import FormatError, NotFound
+from nodwyn_retrieval.retrieval.bm25 import Part, SegmentBuilder, search_all
+from nodwyn_retrieval.retrieval.events import event_counts
+from nodwyn_retrieval.store.mem import (
     MAGIC,
     LogView,
     MemIndex,
@@ -29,6 +28,7 @@ from store.mem import (
     word_key,
     word_keys,
 )
+
 from tests.support import Log
 
 CANARY = "ghp_" + "Zq9" * 12  # a GitHub token shape: ghp_ and 36 letters and digits

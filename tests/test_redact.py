@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from guard import KINDS, Redaction, marker, redact, scan
+from nodwyn_retrieval.guard import KINDS, Redaction, marker, redact, scan
 
 
 def _noise(n: int, alphabet: str = "aB3dE5fG7hJ9kL2mN4pQ6rS8tU1vW0xYz") -> str:

@@ -8,14 +8,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from nodwyn_retrieval import entry
+from nodwyn_retrieval.actors.refresher import Limits
+from nodwyn_retrieval.entry import Engine
+from nodwyn_retrieval.guard import CheckResult, Verdict
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.log import LogWriter, read_log
+from nodwyn_retrieval.store.paths import project_dirs, project_key
 
-import entry
-from actors.refresher import Limits
-from entry import Engine
-from guard import CheckResult, Verdict
-from store.chunkstore import ChunkStore
-from store.log import LogWriter, read_log
-from store.paths import project_dirs, project_key
 from tests.support import git, make_repo
 
 CANARY = "ghp_" + "Zq7RkX2mPw9LbN4vT6yH1cJ8dF3sA5gU0eIo"
@@ -233,7 +233,7 @@ async def test_a_worktree_shares_the_main_checkouts_stored_chunks(
 async def test_a_gone_worktrees_manifest_is_removed_by_the_next_collection(
     repo: Path, tmp_path: Path, dirs: tuple[Path, Path]
 ) -> None:
-    from actors.gc import collect
+    from nodwyn_retrieval.actors.gc import collect
 
     wt = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", str(wt))
@@ -255,7 +255,7 @@ async def test_a_file_changed_added_and_deleted_between_searches_is_seen(
     repo: Path, dirs: tuple[Path, Path], watch: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not watch:
-        monkeypatch.setattr("actors.refresher.watch_available", lambda: False)
+        monkeypatch.setattr("nodwyn_retrieval.actors.refresher.watch_available", lambda: False)
     async with await open_engine(repo, *dirs) as engine:
         first = await engine.index_search("serve port", "repo")
         assert paths_of(first)[0] == "server/http.py"
@@ -464,7 +464,7 @@ async def test_a_live_read_the_guard_refuses_is_the_answer_and_leaves_the_index(
 async def test_a_chunk_whose_lines_are_gone_is_left_out(
     repo: Path, dirs: tuple[Path, Path]
 ) -> None:
-    from actors.messages import SearchTree
+    from nodwyn_retrieval.actors.messages import SearchTree
 
     async with await open_engine(repo, *dirs) as engine:
         await engine.index_update()

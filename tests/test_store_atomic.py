@@ -9,9 +9,8 @@ from pathlib import Path
 
 import filelock
 import pytest
-
-from errors import StoreError
-from store.atomic import file_lock, write_atomic
+from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.store.atomic import file_lock, write_atomic
 
 
 def test_an_atomic_write_creates_parents_and_leaves_no_temp_file(tmp_path: Path) -> None:

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from errors import BadInput
-from retrieval.analyze import ANALYZE_VERSION, analyze
-from store.chunkstore import ChunkStore
-from store.codec import encode
+from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, analyze
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.codec import encode
 
 TEXT = (
     "def scrub_env(env):\n"

@@ -11,9 +11,8 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from errors import FormatError
-from store.codec import MAX_RATIO, decode, encode
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.store.codec import MAX_RATIO, decode, encode
 
 MAGIC = b"NRXX"
 PAYLOAD = {"paths": ["a.py", "b/c.py"], "n": [1, 2**31 - 1], "blob": b"\x00\x01" * 50}

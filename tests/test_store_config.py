@@ -7,9 +7,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from errors import BadInput
-from store.config import (
+from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.store.config import (
     Config,
     earlier_tasks,
     load_config,

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from errors import BadInput, FormatError, NotFound
-from store.log import (
+from nodwyn_retrieval.errors import BadInput, FormatError, NotFound
+from nodwyn_retrieval.store.log import (
     LogWriter,
     format_ts,
     list_tasks,

@@ -10,10 +10,9 @@ import filelock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from errors import FormatError
-from store.codec import encode
-from store.manifest import (
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.store.codec import encode
+from nodwyn_retrieval.store.manifest import (
     VERSION,
     Entry,
     Manifest,

@@ -7,9 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from errors import BadInput
-from store.paths import (
+from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.store.paths import (
     config_dir,
     data_dir,
     git_common_dir,
@@ -17,6 +16,7 @@ from store.paths import (
     project_dirs,
     project_key,
 )
+
 from tests.support import git, make_repo
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from errors import FormatError
-from retrieval.analyze import analyze
-from retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
 
 FILES = {
     "keychain/bind.go": "func Bind(host string) error {\n\treturn checkHost(host)\n}\n",

@@ -11,9 +11,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from retrieval import words as words_module
-from retrieval.words import (
+from nodwyn_retrieval.retrieval import words as words_module
+from nodwyn_retrieval.retrieval.words import (
     MAX_WORD_BYTES,
     NO_WORDS,
     WORDS_VERSION,
@@ -274,7 +273,7 @@ def test_the_ascii_camel_expression_follows_the_unicode_rule(part: str) -> None:
 
 
 def test_a_repository_query_ranks_without_english_stop_words() -> None:
-    from retrieval.words import ranking_words
+    from nodwyn_retrieval.retrieval.words import ranking_words
 
     assert ranking_words("How are the routes registered in Flask?") == [
         "routes", "registered", "flask",

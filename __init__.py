@@ -1,0 +1,84 @@
+"""nodwyn-retrieval: ranked search of a repository, a coding agent's conversation and its earlier
+tasks, with recall of logged events.
+
+The public entry is :class:`Engine`::
+
+    from nodwyn_retrieval import Engine
+
+    engine = await Engine.open(root, log="task.jsonl")
+    out = await engine.index_search("credential binding", scope="repo")
+    print(out.text)
+    await engine.close()
+
+Every error raised on purpose is a :class:`RetrievalError` (see :mod:`nodwyn_retrieval.errors`).
+Names are loaded on first use, so importing the package costs little until an engine is opened.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+if TYPE_CHECKING:
+    from nodwyn_retrieval.entry import Engine, SearchOutput, ToolOutput, UpdateOutput
+    from nodwyn_retrieval.errors import (
+        ActorDead,
+        BadInput,
+        DeadlineExceeded,
+        Disabled,
+        FormatError,
+        GuardRefused,
+        NotFound,
+        RetrievalError,
+        StoreError,
+        WorkerCrashed,
+        WorkerError,
+    )
+
+_WHERE = {
+    "Engine": "entry",
+    "SearchOutput": "entry",
+    "ToolOutput": "entry",
+    "UpdateOutput": "entry",
+    "ActorDead": "errors",
+    "BadInput": "errors",
+    "DeadlineExceeded": "errors",
+    "Disabled": "errors",
+    "FormatError": "errors",
+    "GuardRefused": "errors",
+    "NotFound": "errors",
+    "RetrievalError": "errors",
+    "StoreError": "errors",
+    "WorkerCrashed": "errors",
+    "WorkerError": "errors",
+}
+
+__all__ = [
+    "ActorDead",
+    "BadInput",
+    "DeadlineExceeded",
+    "Disabled",
+    "Engine",
+    "FormatError",
+    "GuardRefused",
+    "NotFound",
+    "RetrievalError",
+    "SearchOutput",
+    "StoreError",
+    "ToolOutput",
+    "UpdateOutput",
+    "WorkerCrashed",
+    "WorkerError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'nodwyn_retrieval' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nodwyn_retrieval.{where}"), name)
+    globals()[name] = value
+    return value
