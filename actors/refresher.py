@@ -39,7 +39,7 @@ from nodwyn_retrieval.errors import FormatError, StoreError
 from nodwyn_retrieval.guard import Guard, precheck_all
 from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
-from nodwyn_retrieval.store.paths import git_output
+from nodwyn_retrieval.store.paths import git_repo
 
 __all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "RefresherActor"]
 
@@ -114,8 +114,9 @@ def _dirs_of(paths: list[str]) -> set[str]:
 
 
 def _git_dir(root: Path) -> Path | None:
-    out = git_output(root, "rev-parse", "--absolute-git-dir")
-    return Path(out) if out else None
+    """The tree's git directory, as the listing uses it (found and agreed, never moved)."""
+    repo = git_repo(root)
+    return repo.git_dir if repo is not None else None
 
 
 class RefresherActor(Actor):

@@ -12,9 +12,11 @@ cache, so asking git where a repository is never starts a program the repository
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +29,18 @@ __all__ = [
     "CONFIG_DIR_ENV",
     "DATA_DIR_ENV",
     "GIT_CONFIG",
+    "GitRepo",
     "ProjectDirs",
     "config_dir",
     "data_dir",
     "git_common_dir",
     "git_env",
     "git_output",
+    "git_repo",
     "git_toplevel",
     "project_dirs",
     "project_key",
+    "run_git",
 ]
 
 APP_NAME = "nodwyn-retrieval"
@@ -101,19 +106,29 @@ def git_env() -> dict[str, str]:
     return env
 
 
+def run_git(
+    cwd: Path, args: list[str], *, timeout: float = _GIT_TIMEOUT
+) -> subprocess.CompletedProcess[bytes]:
+    """The one way git is started: fixed options first, the hardened environment, no input.
+
+    Raises what :func:`subprocess.run` raises (``FileNotFoundError`` when git is missing,
+    ``TimeoutExpired``)."""
+    return subprocess.run(
+        ["git", *GIT_CONFIG, *args],
+        cwd=cwd,
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def git_output(cwd: Path, *args: str) -> str | None:
     """Run ``git <args>`` in cwd; its stdout without the final newline, or None when git is
     missing, fails, or cwd is not in a repository. Never raises."""
     try:
-        out = subprocess.run(
-            ["git", *GIT_CONFIG, *args],
-            cwd=cwd,
-            env=git_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_GIT_TIMEOUT,
-            check=False,
-        )
+        out = run_git(cwd, list(args))
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -131,11 +146,181 @@ def _start_dir(path: Path) -> Path:
     return path if path.is_dir() else path.parent
 
 
+@dataclass(frozen=True, slots=True)
+class GitRepo:
+    """A working tree found from the file system, and agreed to by git.
+
+    Every git call on the tree names both directories (:meth:`args`), so nothing in the
+    repository's configuration or the caller's environment can point git elsewhere."""
+
+    work_tree: Path
+    """The working tree's top level, resolved: the directory holding ``.git``."""
+    git_dir: Path
+    """Its git directory, resolved (a linked worktree's own, under ``<main>/.git/worktrees``)."""
+    common_dir: Path
+    """The main repository's git directory, resolved (shared by every worktree)."""
+
+    def args(self) -> list[str]:
+        """``--git-dir`` and ``--work-tree``, to go before a git command."""
+        return [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
+
+    def run(
+        self, *args: str, timeout: float = _GIT_TIMEOUT, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        """``git --git-dir=... --work-tree=... <args>`` in the working tree, or in cwd inside it
+        (raises as :func:`run_git` does)."""
+        return run_git(cwd or self.work_tree, [*self.args(), *args], timeout=timeout)
+
+
+def _is_git_dir(d: str) -> bool:
+    """What git itself asks of a git directory: a HEAD, and objects (or a commondir file)."""
+    return os.path.isfile(os.path.join(d, "HEAD")) and (
+        os.path.isdir(os.path.join(d, "objects")) or os.path.isfile(os.path.join(d, "commondir"))
+    )
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8192).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _gitdir_of_file(dotgit: str) -> str:
+    """The git directory a ``.git`` file names, resolved; BadInput when it names none."""
+    text = _read_small(dotgit) or ""
+    line = text.split("\n", 1)[0].strip()
+    if not line.startswith("gitdir:"):
+        raise BadInput(f"{dotgit} is a file but not a 'gitdir:' link: refused")
+    target = line[len("gitdir:") :].strip()
+    target = os.path.realpath(os.path.join(os.path.dirname(dotgit), target))
+    if not _is_git_dir(target):
+        raise BadInput(f"{dotgit} points to {target}, which is not a git directory: refused")
+    return target
+
+
+def _common_of(git_dir: str) -> str:
+    text = _read_small(os.path.join(git_dir, "commondir"))
+    if text is None or not text.strip():
+        return git_dir
+    return os.path.realpath(os.path.join(git_dir, text.strip()))
+
+
+def _beneath(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _linked_worktree(dotgit: str, git_dir: str) -> bool:
+    """git's own back link: ``<git_dir>/gitdir`` names this very ``.git`` file, and git_dir is
+    ``<common>/worktrees/<name>`` (what ``git worktree add`` writes)."""
+    back = _read_small(os.path.join(git_dir, "gitdir"))
+    if back is None:
+        return False
+    back_path = os.path.join(git_dir, back.strip())  # absolute; or relative to git_dir
+    if os.path.realpath(back_path) != os.path.realpath(dotgit):
+        return False
+    common = _common_of(git_dir)
+    return os.path.dirname(git_dir) == os.path.join(common, "worktrees")
+
+
+def _submodule(work_tree: str, git_dir: str) -> bool:
+    """A submodule's git directory lives under ``modules/`` of an enclosing repository's."""
+    d = os.path.dirname(work_tree)
+    while True:
+        dotgit = os.path.join(d, ".git")
+        outer: str | None = None
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+            outer = dotgit
+        elif os.path.isfile(dotgit) and not os.path.islink(dotgit):
+            with contextlib.suppress(BadInput):
+                outer = _gitdir_of_file(dotgit)
+        if outer is not None and _beneath(
+            git_dir, os.path.join(os.path.realpath(outer), "modules")
+        ):
+            return True
+        parent = os.path.dirname(d)
+        if parent == d:
+            return False
+        d = parent
+
+
+def _discover(start: str) -> tuple[str, str] | None:
+    """The nearest of start and its ancestors holding ``.git``, and its git directory, both
+    resolved; None when there is none. Only the file system is asked: no environment variable,
+    no configuration. A ``.git`` that is a link, or a ``.git`` file naming a git directory that
+    is neither this tree's linked worktree nor a submodule's, is refused (BadInput)."""
+    d = start
+    while True:
+        dotgit = os.path.join(d, ".git")
+        try:
+            mode = os.lstat(dotgit).st_mode
+        except OSError:
+            mode = 0
+        if stat.S_ISLNK(mode):
+            raise BadInput(f"{dotgit} is a symbolic link, not the repository's own: refused")
+        if stat.S_ISDIR(mode) and _is_git_dir(dotgit):
+            return d, dotgit
+        if stat.S_ISREG(mode):
+            git_dir = _gitdir_of_file(dotgit)
+            if not (_linked_worktree(dotgit, git_dir) or _submodule(d, git_dir)):
+                raise BadInput(
+                    f"{dotgit} points to {git_dir}, which is not a worktree or submodule of this"
+                    " repository: refused"
+                )
+            return d, git_dir
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def git_repo(path: Path) -> GitRepo | None:
+    """The working tree holding path (path itself or its ancestor holding ``.git``), or None
+    outside git, or where git does not take it as a repository (git missing, a repository of
+    another owner that ``safe.directory`` does not allow).
+
+    Found from the file system, then asked of git, hardened, from that directory: when git's
+    answer (its top level or git directory) is anything else, because of ``core.worktree`` in
+    the repository's configuration, a file it includes or the person's own configuration, the
+    tree is refused with :class:`~errors.BadInput`: it is never indexed.
+    """
+    start = os.path.realpath(_start_dir(path))
+    found = _discover(start)
+    if found is None:
+        return None
+    work_tree, git_dir = found
+    out = git_output(
+        Path(work_tree),
+        "rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir",
+    )  # fmt: skip
+    if out is None:
+        return None
+    lines = out.split("\n")
+    if len(lines) != 2:
+        raise BadInput(f"git does not take {work_tree} as the top of a working tree: refused")
+    top, answered_dir = (os.path.realpath(x) for x in lines)
+    if top != work_tree:
+        raise BadInput(
+            f"the repository at {work_tree} puts its working tree at {top} (core.worktree in"
+            " its configuration or a file it includes): refused"
+        )
+    if answered_dir != git_dir:
+        raise BadInput(
+            f"git takes {answered_dir}, not {git_dir}, as the git directory of {work_tree}: refused"
+        )
+    return GitRepo(Path(work_tree), Path(git_dir), Path(_common_of(git_dir)))
+
+
 def git_toplevel(path: Path) -> Path | None:
     """The top level of the working tree holding path (a worktree's own top level), or None
-    outside git. CLI.md: the default ``--root``."""
-    out = git_output(_start_dir(path), "rev-parse", "--show-toplevel")
-    return Path(out) if out else None
+    outside git. CLI.md: the default ``--root``.
+
+    It is path itself or the ancestor holding ``.git``, never a place the repository's
+    configuration or the environment names: see :func:`git_repo`, which raises
+    :class:`~errors.BadInput` when git disagrees."""
+    repo = git_repo(path)
+    return repo.work_tree if repo is not None else None
 
 
 def git_common_dir(path: Path) -> Path | None:
@@ -143,14 +328,8 @@ def git_common_dir(path: Path) -> Path | None:
 
     A worktree made with ``git worktree add`` answers its main repository's ``.git``: that is
     what makes its key the main repository's (§4, ADR 34, ADR 45 §7)."""
-    start = _start_dir(path)
-    out = git_output(start, "rev-parse", "--path-format=absolute", "--git-common-dir")
-    if out is None:
-        return None
-    common = Path(out)
-    if not common.is_absolute():  # a git older than 2.31 ignores --path-format
-        common = start / common
-    return Path(os.path.realpath(common))
+    repo = git_repo(path)
+    return repo.common_dir if repo is not None else None
 
 
 def _main_repository(root: Path) -> Path:
