@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import os
-import stat as stat_mod
 from collections.abc import Sequence
 from pathlib import Path
 
-import aiofiles
 from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, Analyzed, analyze_batch, analyze_blob
 from nodwyn_retrieval.actors.messages import (
     FileStat,
@@ -33,6 +29,7 @@ from nodwyn_retrieval.actors.messages import (
 from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError, WorkerError
 from nodwyn_retrieval.guard import Guard, Verdict, redact
+from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
@@ -312,7 +309,7 @@ class IndexerActor(Actor):
                 if me is not None:
                     reading.add(me)
                 try:
-                    data = await self._read_file(st.path)
+                    data = await self._read_file(tree, st.path)
                 finally:
                     if me is not None:
                         reading.discard(me)
@@ -330,6 +327,13 @@ class IndexerActor(Actor):
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
 
+        try:
+            # One descriptor of the root for the whole build: every read is resolved beneath it.
+            tree = await asyncio.to_thread(Beneath, self.root)
+        except OSError as e:
+            log.info("cannot open the root %s: %s", self.root, e.strerror)
+            found.extend(TreeFound(st, None, "gone") for st in stats)
+            return []
         readers = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
         try:
             if readers:
@@ -345,28 +349,25 @@ class IndexerActor(Actor):
             for t in (*readers, *pool_tasks):
                 t.cancel()
             await asyncio.gather(*readers, *pool_tasks, return_exceptions=True)
+            tree.close()  # a read still in a thread closes the descriptors when it is done
         return [done[i] for i in sorted(done)]
 
-    async def _read_file(self, rel: str) -> bytes | None:
-        """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file."""
+    async def _read_file(self, tree: Beneath, rel: str) -> bytes | None:
+        """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file.
 
-        def opener(p: str, flags: int) -> int:
-            # A file replaced after it was listed by a symbolic link is not followed, and by a
-            # FIFO or a device is not read: opening does not wait (O_NONBLOCK), and only a
-            # regular file is read.
-            fd = os.open(p, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
-            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                raise IsADirectoryError(errno.EISDIR, "not a regular file", p)
-            return fd
-
+        Read beneath the root without following a link at any component (guard/beneath.py): a
+        file or a directory on its way replaced by a link after the guard's decision is not
+        followed, and a FIFO or a device is not waited on (O_NONBLOCK) nor read.
+        """
         try:
-            async with aiofiles.open(self.root / rel, "rb", opener=opener) as f:
-                return await f.read(MAX_FILE_BYTES + 1)
+            return await asyncio.to_thread(tree.read, rel, MAX_FILE_BYTES + 1)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
             return None
+        except LinkRefused:
+            log.info("not read: %s has a link on its way (not followed)", rel)
+            return None
         except OSError as e:
-            log.info("cannot read %s: %s", rel, e)
+            log.info("cannot read %s: %s", rel, e.strerror)
             return None
 
     def _should_snapshot(self, deadline: float | None) -> bool:
@@ -393,6 +394,13 @@ class IndexerActor(Actor):
     # -- searching ------------------------------------------------------------------------
 
     async def _search(self, msg: SearchTree) -> TreeSearched:
+        tree = await asyncio.to_thread(Beneath, self.root)
+        try:
+            return await self._search_in(msg, tree)
+        finally:
+            tree.close()
+
+    async def _search_in(self, msg: SearchTree, tree: Beneath) -> TreeSearched:
         words = ranking_words(msg.query)
         hits = self.tree.search(words, msg.limit * 2 + 4, msg.path)
         results: list[RepoResult] = []
@@ -402,7 +410,7 @@ class IndexerActor(Actor):
             if len(results) >= msg.limit:
                 break
             if h.path not in cache:
-                size = _size(self.root / h.path)
+                size = await asyncio.to_thread(_size, tree, h.path)
                 decision = await self.guard.check_read(h.path, size)
                 if not decision.allowed:
                     # §3: a refusal stops the search with the refusal as the answer, and drops
@@ -411,7 +419,7 @@ class IndexerActor(Actor):
                     return TreeSearched(
                         (), self.tree.n_docs, len(self.tree.files), h.path, decision.reason
                     )
-                cache[h.path] = await self._read_file(h.path)
+                cache[h.path] = await self._read_file(tree, h.path)
             data = cache[h.path]
             chunk = None if data is None else _chunk_lines(data, h.start, h.end)
             if not chunk:
@@ -445,8 +453,9 @@ def _chunk_lines(data: bytes, start: int, end: int) -> list[str]:
     return split_lines(text)[: end - start + 1] if start <= len(parts) else []
 
 
-def _size(p: Path) -> int:
+def _size(tree: Beneath, rel: str) -> int:
+    """The size of the file at rel, reached without a link (0 when there is none)."""
     try:
-        return p.stat().st_size
-    except OSError:
+        return tree.stat(rel).st_size
+    except (OSError, ValueError):
         return 0
