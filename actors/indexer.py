@@ -28,7 +28,7 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError, WorkerError
-from nodwyn_retrieval.guard import Guard, Verdict, redact
+from nodwyn_retrieval.guard import DefaultGuard, Guard, Verdict, redact
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.chunks import split_lines
@@ -100,6 +100,10 @@ class IndexerActor(Actor):
         self.root = root
         self.store = store
         self.guard = guard.without_asking()
+        # The build reads only through Beneath: its decisions need not resolve links.
+        self.build_guard = (
+            self.guard.reading_beneath() if isinstance(self.guard, DefaultGuard) else self.guard
+        )
         self.pool = pool
         self.snapshot_path = snapshot_path
         self.tree = TreeIndex()
@@ -298,7 +302,7 @@ class IndexerActor(Actor):
             async with sem:
                 if not may_start():
                     return
-                decision = await self.guard.check_read(st.path, st.size)
+                decision = await self.build_guard.check_read(st.path, st.size)
                 if not decision.allowed:
                     skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
                     found.append(TreeFound(st, None, skip))

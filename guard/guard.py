@@ -21,7 +21,9 @@ it for every listed file (§3, "checks each listed file against the pin and the 
 read"). :meth:`DefaultGuard.check_read` runs all four and hands the decision to the recorder.
 
 The guard decides; it does not read. The caller reads the file right after an allowing decision,
-so a path changed in between (a file swapped for a link) is the caller's race to keep short.
+beneath the root and through no link (:mod:`guard.beneath`): a path changed in between (a
+directory swapped for a link) is then refused by the open itself. A caller that reads only so can
+use :meth:`DefaultGuard.reading_beneath`, which decides a plain relative path as written.
 """
 
 from __future__ import annotations
@@ -110,6 +112,22 @@ def _check_path(path: str) -> None:
         raise BadInput(f"path {path!r} holds a NUL byte")
 
 
+_CHANGING = ""  # the resolved path of one that kept changing while it was resolved
+
+
+def _realpath(path: str) -> str:
+    """``os.path.realpath``, or :data:`_CHANGING` when the path keeps changing under it.
+
+    realpath raises when a link on the way vanishes between its ``lstat`` and its ``readlink``
+    (a directory swapped back and forth): tried three times, then refused by the pin."""
+    for _ in range(3):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    return _CHANGING
+
+
 def _checker_name(checker: object) -> str:
     name = getattr(checker, "__qualname__", None) or getattr(checker, "__name__", None)
     return name if isinstance(name, str) else type(checker).__name__
@@ -125,11 +143,12 @@ def _is_clean(path: str) -> bool:
 class DefaultGuard:
     """The guard §3 describes; make one with :func:`default_guard`."""
 
-    __slots__ = ("_asking", "_rules")
+    __slots__ = ("_asking", "_beneath", "_rules")
 
-    def __init__(self, rules: _Rules, *, asking: bool) -> None:
+    def __init__(self, rules: _Rules, *, asking: bool, beneath: bool = False) -> None:
         self._rules = rules
         self._asking = asking
+        self._beneath = beneath
 
     @property
     def root(self) -> Path:
@@ -151,16 +170,37 @@ class DefaultGuard:
         """The compiled denylist, defaults and the user's patterns."""
         return self._rules.denylist
 
+    @property
+    def beneath(self) -> bool:
+        """Whether this guard decides for reads made beneath the root without following a link
+        (:meth:`reading_beneath`)."""
+        return self._beneath
+
     def without_asking(self) -> DefaultGuard:
         """This guard with every confirm refused unasked; same budget and recorder (§3)."""
         if not self._asking:
             return self
-        return DefaultGuard(self._rules, asking=False)
+        return DefaultGuard(self._rules, asking=False, beneath=self._beneath)
+
+    def reading_beneath(self) -> DefaultGuard:
+        """This guard for a caller that reads every file it allows with
+        :class:`guard.beneath.Beneath` (the index build): same rules, budget and recorder.
+
+        Such a read never follows a link at any component, so for a plain relative path the
+        file read, if any, is the path as written: the pin and the denylist are decided on it
+        without resolving links (``os.path.realpath``, most of a decision's cost), and a path
+        with a link on its way is not read at all. Any other path is resolved as always.
+        """
+        if self._beneath:
+            return self
+        return DefaultGuard(self._rules, asking=self._asking, beneath=True)
 
     # --- locating a path --------------------------------------------------------------------------
 
     def _relative(self, absolute: str) -> str | None:
         rules = self._rules
+        if absolute == _CHANGING:
+            return None
         if absolute == rules.root_str:
             return "."
         if absolute.startswith(rules.prefix):
@@ -171,7 +211,7 @@ class DefaultGuard:
     def _resolve(self, path: str) -> _Resolved:
         rules = self._rules
         joined = path if os.path.isabs(path) else os.path.join(rules.root_str, path)
-        real = os.path.realpath(joined)
+        real = _realpath(joined)
         lexical = os.path.normpath(joined)
         return _Resolved(real, self._relative(real), lexical, self._relative(lexical))
 
@@ -188,7 +228,9 @@ class DefaultGuard:
         head, _, name = path.rpartition("/")
         real_dir = dirs.get(head)
         if real_dir is None:
-            real_dir = os.path.realpath(root + "/" + head if head else root)
+            real_dir = _realpath(root + "/" + head if head else root)
+            if real_dir == _CHANGING:
+                return self._resolve(path)
             dirs[head] = real_dir
         candidate = real_dir + "/" + name if real_dir != "/" else "/" + name
         try:
@@ -197,7 +239,7 @@ class DefaultGuard:
             mode = 0  # realpath leaves a missing name as it is
         except OSError:
             return self._resolve(path)
-        real = os.path.realpath(candidate) if stat.S_ISLNK(mode) else candidate
+        real = _realpath(candidate) if stat.S_ISLNK(mode) else candidate
         lexical = root + "/" + path if root != "/" else "/" + path
         return _Resolved(real, self._relative(real), lexical, path)
 
@@ -207,7 +249,9 @@ class DefaultGuard:
         """The refusal of the pin or the denylist, or None when both let the path through."""
         rules = self._rules
         if where.real_rel is None:
-            if where.lexical_rel is None:
+            if where.real == _CHANGING:
+                reason = f"path {path} kept changing while it was resolved"
+            elif where.lexical_rel is None:
                 reason = f"path {path} is outside the repository"
             else:
                 reason = f"path {path} resolves to {where.real}, outside the repository"
@@ -277,8 +321,17 @@ class DefaultGuard:
                 return Decision(path, answer.verdict, "check", reason)
         return None
 
+    def _resolve_beneath(self, path: str) -> _Resolved:
+        """A plain relative path as written: what a read that follows no link can open."""
+        root = self._rules.root_str
+        full = root + "/" + path if root != "/" else "/" + path
+        return _Resolved(full, path, full, path)
+
     async def _decide(self, path: str, size: int) -> Decision:
-        where = self._resolve(path)
+        if self._beneath and _is_clean(path):
+            where = self._resolve_beneath(path)
+        else:
+            where = self._resolve(path)
         refused = self._pin_and_deny(path, where)
         if refused is not None:
             return refused

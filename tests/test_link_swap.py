@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from nodwyn_retrieval.entry import Engine
-from nodwyn_retrieval.guard import CheckResult, Verdict, beneath
+from nodwyn_retrieval.guard import CheckResult, Verdict, beneath, default_guard, precheck_all
+from nodwyn_retrieval.guard import guard as gmod
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused, OutsideRoot
 
 from tests._hostile import OUTSIDE_WORDS, assert_no_outside_bytes, plant_outside
@@ -264,3 +265,32 @@ def test_close_waits_for_an_open_under_way_and_the_outside_words_are_unique() ->
     tree.close()
     with pytest.raises(ValueError, match="closed"):
         tree.read("etc/hostname", 10)
+
+
+@pytest.mark.asyncio
+async def test_the_guard_refuses_a_path_that_keeps_changing_while_it_is_resolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """realpath raises when a link on the way vanishes between its lstat and its readlink (the
+    race above found it): the pin refuses such a path instead of failing the refresh."""
+    root, _ = _links(tmp_path)
+    g = default_guard(root)
+
+    def vanishing(path: str) -> str:
+        raise FileNotFoundError(errno.ENOENT, "gone", path)
+
+    monkeypatch.setattr(gmod.os.path, "realpath", vanishing)
+    for d in (g.precheck("a/b/f.txt"), *precheck_all(g, ["a/b/f.txt", "a/lf"])):
+        assert not d.allowed
+        assert d.rule == "pin"
+        assert "kept changing" in d.reason
+    # A guard for reads made beneath the root decides a plain path as written, without
+    # resolving it; a path that is not plain is still resolved.
+    beneath_guard = g.without_asking().reading_beneath()
+    assert beneath_guard.beneath
+    assert not beneath_guard.asking
+    assert (await beneath_guard.check_read("a/b/f.txt", 7)).allowed
+    assert not (await beneath_guard.check_read("a/../a/b/f.txt", 7)).allowed
+    monkeypatch.undo()
+    d = await beneath_guard.check_read("../out/f.txt", 7)
+    assert (d.allowed, d.rule) == (False, "pin")
