@@ -12,10 +12,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, Analyzed, analyze_batch, analyze_blob
+from nodwyn_retrieval.actors._work import (
+    MAX_FILE_BYTES,
+    Analyzed,
+    analyze_batch,
+    analyze_blob,
+    cpu_count,
+)
 from nodwyn_retrieval.actors.messages import (
     FileStat,
     Forget,
@@ -59,6 +66,7 @@ MERGE_SECONDS_PER_POSTING = 6e-7
 # A snapshot's cost grows with its postings (measured: about 0.3 us each, and some margin).
 SNAPSHOT_SECONDS_PER_POSTING = 5e-7
 READ_CONCURRENCY = 16
+LOAD_FACTOR_MAX = 4.0
 SNAPSHOT_MAGIC = b"NRTS"
 SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
 
@@ -259,10 +267,15 @@ class IndexerActor(Actor):
         hard = deadline
         deadline = loop.time() + (deadline - loop.time()) * (1.0 - POST_SHARE)
         read_bytes = 0
+        analysed = 0  # bytes analysed so far: what the merge after the reads will cost
+        # What follows the reads is CPU work in this process: on a machine whose cores are busy
+        # it gets a share of a core, and takes that much longer (docs/reliability.md, the bounds
+        # under load).
+        post_per_byte = POST_SECONDS_PER_BYTE * _load_factor()
 
         def may_start() -> bool:
             now = loop.time()
-            return now < deadline and now + read_bytes * POST_SECONDS_PER_BYTE < hard
+            return now < deadline and now + read_bytes * post_per_byte < hard
 
         chunks_dir = str(self.store.directory)
         use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
@@ -285,8 +298,10 @@ class IndexerActor(Actor):
             except WorkerError as e:
                 log.warning("a worker failed on a batch (%s); analysing it here", e)
                 res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
+            nonlocal analysed
             for (i, st, data), a in zip(items, res, strict=True):
                 done[i] = (st, a, data)
+                analysed += len(data)
 
         def flush() -> None:
             nonlocal batch, batch_bytes
@@ -297,8 +312,7 @@ class IndexerActor(Actor):
         reading: set[asyncio.Task[None]] = set()
 
         async def one(i: int, st: FileStat) -> None:
-            nonlocal batch_bytes
-            nonlocal read_bytes
+            nonlocal batch_bytes, read_bytes, analysed
             async with sem:
                 if not may_start():
                     return
@@ -330,6 +344,7 @@ class IndexerActor(Actor):
                     flush()
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
+                analysed += len(data)
 
         try:
             # One descriptor of the root for the whole build: every read is resolved beneath it.
@@ -347,8 +362,16 @@ class IndexerActor(Actor):
                     t.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
             flush()
-            if pool_tasks:
-                await asyncio.wait(pool_tasks, timeout=max(0.0, deadline - loop.time()))
+            # Wait for the pool while what it returns can still be stored and merged in time:
+            # each batch analysed makes the work after the reads longer.
+            pending: set[asyncio.Task[None]] = set(pool_tasks)
+            while pending:
+                left = min(deadline, hard - analysed * post_per_byte) - loop.time()
+                if left <= 0:
+                    break
+                _, pending = await asyncio.wait(
+                    pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
         finally:
             for t in (*readers, *pool_tasks):
                 t.cancel()
@@ -444,6 +467,16 @@ class IndexerActor(Actor):
         return TreeSearched(
             tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone)
         )
+
+
+def _load_factor() -> float:
+    """How much slower CPU work runs now than on an idle machine: the run queue per core (the
+    one-minute load average over the cores this process may use), at least 1 and at most 4."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average on this system
+        return 1.0
+    return min(LOAD_FACTOR_MAX, max(1.0, load / cpu_count()))
 
 
 def _chunk_lines(data: bytes, start: int, end: int) -> list[str]:

@@ -51,6 +51,9 @@ MAX_TREE_BYTES = 128 << 20  # §2: and 128 MiB of text
 # UTF-8): it is not read again until it changes.
 SKIP_PREFIX = "!"
 KEPT_SKIPS = frozenset({"binary", "not_utf8"})
+# What a search keeps of its bound for ranking and reading its results once the refresh is done
+# (measured: 0.01 to 0.3 s on sympy and the 100,000-file tree with two CPU burners beside it).
+SEARCH_RESERVE = 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +388,8 @@ class RefresherActor(Actor):
             for p, st in fs.items()
             if st is not None and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
         ]
-        verdicts = dict(zip(need, precheck_all(self.guard, need), strict=True))
+        # Each was just found a regular file by lstat (_stat_all): no name is looked at again.
+        verdicts = dict(zip(need, precheck_all(self.guard, need, not_links=True), strict=True))
         for path, st in fs.items():
             if st is None:
                 continue
@@ -452,8 +456,10 @@ class RefresherActor(Actor):
             }
             for st in to_read:
                 target.pop(st.path, None)
+        # A search ranks and reads its results after the refresh, inside the same bound (§5).
+        deadline = msg.deadline if msg.update else msg.deadline - SEARCH_RESERVE
         done = await self.indexer.ask_as(
-            IndexFiles(target, tuple(to_read), msg.deadline, tuple(drop)), IndexedFiles
+            IndexFiles(target, tuple(to_read), deadline, tuple(drop)), IndexedFiles
         )
         missing = list(done.missing)
         rounds = [done]
@@ -465,7 +471,7 @@ class RefresherActor(Actor):
                     target.pop(st.path, None)
                 touched[st.path] = None
             done2 = await self.indexer.ask_as(
-                IndexFiles(None, tuple(again), msg.deadline), IndexedFiles
+                IndexFiles(None, tuple(again), deadline), IndexedFiles
             )
             rounds.append(done2)
         read = 0

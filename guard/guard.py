@@ -215,30 +215,58 @@ class DefaultGuard:
         lexical = os.path.normpath(joined)
         return _Resolved(real, self._relative(real), lexical, self._relative(lexical))
 
-    def _resolve_cached(self, path: str, dirs: dict[str, str]) -> _Resolved:
+    def _real_dir(self, head: str, dirs: dict[str, str]) -> str:
+        """The real path of the root-relative directory head ("" is the root), each directory
+        resolved once per batch: its parent's real path joined with its name, unless the name is
+        a link, which is resolved in full. Equal to ``os.path.realpath`` for a clean path."""
+        real = dirs.get(head)
+        if real is not None:
+            return real
+        root = self._rules.root_str
+        if not head:
+            real = root
+        else:
+            parent, _, name = head.rpartition("/")
+            above = self._real_dir(parent, dirs)
+            real = above + "/" + name if above != "/" else "/" + name
+            try:
+                is_link = stat.S_ISLNK(os.lstat(real).st_mode)
+            except FileNotFoundError:
+                is_link = False  # realpath leaves a missing name as it is
+            except OSError:
+                is_link = True
+            if is_link:
+                real = _realpath(real)
+        if real != _CHANGING:
+            dirs[head] = real
+        return real
+
+    def _resolve_cached(
+        self, path: str, dirs: dict[str, str], *, not_link: bool = False
+    ) -> _Resolved:
         """:meth:`_resolve` with each directory's real path resolved once per batch.
 
         Equal to ``os.path.realpath`` of the whole path: the directory's real path joined with the
-        name, unless the name itself is a link, which is resolved in full.
+        name, unless the name itself is a link, which is resolved in full. ``not_link``: the
+        caller has just seen the name is no link (an ``lstat``), so it is not looked at again.
         """
         if not _is_clean(path):
             return self._resolve(path)
         # A clean path is POSIX and relative, so plain "/" joins are exact here.
         root = self._rules.root_str
         head, _, name = path.rpartition("/")
-        real_dir = dirs.get(head)
-        if real_dir is None:
-            real_dir = _realpath(root + "/" + head if head else root)
-            if real_dir == _CHANGING:
-                return self._resolve(path)
-            dirs[head] = real_dir
-        candidate = real_dir + "/" + name if real_dir != "/" else "/" + name
-        try:
-            mode = os.lstat(candidate).st_mode
-        except FileNotFoundError:
-            mode = 0  # realpath leaves a missing name as it is
-        except OSError:
+        real_dir = self._real_dir(head, dirs)
+        if real_dir == _CHANGING:
             return self._resolve(path)
+        candidate = real_dir + "/" + name if real_dir != "/" else "/" + name
+        mode = 0
+        if not not_link:
+            try:
+                mode = os.lstat(candidate).st_mode
+            except FileNotFoundError:
+                mode = 0  # realpath leaves a missing name as it is
+            except OSError:
+                return self._resolve(path)
         real = _realpath(candidate) if stat.S_ISLNK(mode) else candidate
         lexical = root + "/" + path if root != "/" else "/" + path
         return _Resolved(real, self._relative(real), lexical, path)
@@ -284,18 +312,19 @@ class DefaultGuard:
             path, Verdict.ALLOW, "pin", _ALLOWED_REASON
         )
 
-    def precheck_many(self, paths: Iterable[str]) -> list[Decision]:
+    def precheck_many(self, paths: Iterable[str], *, not_links: bool = False) -> list[Decision]:
         """:meth:`precheck` of each path, each directory resolved once for the whole batch.
 
         For a refresh over thousands of files: resolving every path component again for every file
         is most of the cost of a precheck. The cache lives for this call only, so a directory
-        swapped for a link is seen by the next call.
+        swapped for a link is seen by the next call. ``not_links``: the caller has just seen
+        (``lstat``) that no path's last component is a link, so each name is not looked at again.
         """
         dirs: dict[str, str] = {}
         out: list[Decision] = []
         for path in paths:
             _check_path(path)
-            where = self._resolve_cached(path, dirs)
+            where = self._resolve_cached(path, dirs, not_link=not_links)
             out.append(
                 self._pin_and_deny(path, where)
                 or Decision(path, Verdict.ALLOW, "pin", _ALLOWED_REASON)
@@ -369,10 +398,11 @@ class DefaultGuard:
         )
 
 
-def precheck_all(guard: Guard, paths: Sequence[str]) -> list[Decision]:
-    """:meth:`Guard.precheck` of many paths, batched when the guard is a :class:`DefaultGuard`."""
+def precheck_all(guard: Guard, paths: Sequence[str], *, not_links: bool = False) -> list[Decision]:
+    """:meth:`Guard.precheck` of many paths, batched when the guard is a :class:`DefaultGuard`
+    (``not_links`` as :meth:`DefaultGuard.precheck_many` takes it)."""
     if isinstance(guard, DefaultGuard):
-        return guard.precheck_many(paths)
+        return guard.precheck_many(paths, not_links=not_links)
     return [guard.precheck(p) for p in paths]
 
 
