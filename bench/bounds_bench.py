@@ -172,15 +172,15 @@ def stop_burners(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 def touch(root: Path, n: int) -> int:
-    """Append a line to n listed text files spread over the tree; how many were changed."""
-    listed = _corpora.listed(root)
+    """Append a line to n listed source or text files spread over the tree; how many changed."""
+    listed = [
+        p for p in _corpora.listed(root) if Path(p).suffix in {".py", ".rst", ".txt", ".c", ".h"}
+    ]
     step = max(1, len(listed) // max(1, n))
     done = 0
-    for p in listed[::step]:
-        if done >= n:
-            break
+    for p in listed[::step][:n]:
         path = root / p
-        if path.is_symlink() or not path.is_file() or path.suffix not in {".py", ".rst", ".txt"}:
+        if path.is_symlink() or not path.is_file():
             continue
         with open(path, "ab") as f:
             f.write(b"\n# changed for the bounds benchmark\n")
