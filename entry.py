@@ -1,30 +1,27 @@
-"""The Engine an agent loop embeds, the tool definitions, and the command line.
+"""The Engine an agent loop embeds: one session's retrieval over one working tree.
 
 An agent loop opens one :class:`Engine` per session and working tree::
 
-    engine = await Engine.open(root, data_dir=None, config_dir=None, log="task.jsonl")
+    engine = await Engine.open(root, log="task.jsonl")
     out = await engine.index_search("credential binding", scope="repo")
     print(out.text)          # exactly what the model reads (§7)
     await engine.close()
 
 The engine starts the actors (refresher, indexer, conversation, earlier, gc, embedder) on an actor
-system, validates every argument at this edge, and renders what they answer. It has no logic of its
-own beyond putting them together.
+system, validates every argument at this edge (:mod:`nodwyn_retrieval.tools`), and renders what
+they answer. It has no logic of its own beyond putting them together.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from nodwyn_retrieval.actors.conversation import ConversationActor, LogSearch, Recall
 from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
@@ -47,9 +44,8 @@ from nodwyn_retrieval.bus import ActorRef, ActorSystem, ProcessPool
 from nodwyn_retrieval.errors import BadInput, Disabled, GuardRefused, NotFound, RetrievalError
 from nodwyn_retrieval.guard import Decision, Guard, Recorder, default_guard
 from nodwyn_retrieval.retrieval.render import RepoResult, plural, render_repo
-from nodwyn_retrieval.retrieval.words import query_words
 from nodwyn_retrieval.store.chunkstore import ChunkStore
-from nodwyn_retrieval.store.config import Config, earlier_tasks, load_config, set_earlier_tasks
+from nodwyn_retrieval.store.config import Config, earlier_tasks, load_config
 from nodwyn_retrieval.store.log import LogWriter, log_path
 from nodwyn_retrieval.store.manifest import list_manifests, load_manifest, manifest_path
 from nodwyn_retrieval.store.paths import (
@@ -60,6 +56,16 @@ from nodwyn_retrieval.store.paths import (
     project_dirs,
     project_key,
 )
+from nodwyn_retrieval.tools import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    SCOPES,
+    check_limit,
+    check_query,
+    check_scope,
+    only,
+    tool_definitions,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -69,43 +75,10 @@ __all__ = [
     "SearchOutput",
     "ToolOutput",
     "UpdateOutput",
-    "main",
 ]
 
-SCOPES = ("repo", "conversation", "earlier")
-DEFAULT_LIMIT = 8  # §1
-MAX_LIMIT = 20  # §1
 SEARCH_SECONDS = 10.0  # §5: a search refreshes for at most 10 s
 UPDATE_SECONDS = 60.0  # §5: an index-update reads for at most 60 s a call
-
-WORKING_RULE = (
-    "To find code by what it does or under several possible names, search for the words with "
-    "index-search; use a grep for an exact string or pattern."
-)
-
-
-def _check_query(query: object) -> str:
-    if not isinstance(query, str):
-        raise BadInput(f"query must be a string, got {type(query).__name__}")
-    if not query.strip():
-        raise BadInput("query is empty: give the words or names to search for")
-    if not query_words(query):
-        raise BadInput(f"query {query!r} has no words to search for: give words or names")
-    return query
-
-
-def _check_scope(scope: object) -> str:
-    if scope not in SCOPES:
-        raise BadInput(f"scope must be repo, conversation or earlier, got {scope!r}")
-    return str(scope)
-
-
-def _check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise BadInput(f"limit must be a whole number between 1 and {MAX_LIMIT}, got {limit!r}")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise BadInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
-    return limit
 
 
 class Engine:
@@ -289,9 +262,9 @@ class Engine:
         self, query: str, scope: str, limit: int = DEFAULT_LIMIT, path: str | None = None
     ) -> SearchOutput:
         """index-search (§1): rank what matches plain words or names in one scope."""
-        query = _check_query(query)
-        scope = _check_scope(scope)
-        limit = _check_limit(limit)
+        query = check_query(query)
+        scope = check_scope(scope)
+        limit = check_limit(limit)
         if scope == "repo":
             rel = self._check_path(path)
             return await self._search_repo(query, limit, rel)
@@ -402,8 +375,8 @@ class Engine:
 
     async def memory_search(self, query: str, limit: int = DEFAULT_LIMIT) -> SearchOutput:
         """A person's search of all the project's tasks, whatever the switch (ADR 51 amendment)."""
-        query = _check_query(query)
-        limit = _check_limit(limit)
+        query = check_query(query)
+        limit = check_limit(limit)
         return await self._earlier.ask_as(
             EarlierSearch(query, limit, True, person=True), SearchOutput
         )
@@ -467,7 +440,7 @@ class Engine:
             if not isinstance(arguments, dict):
                 raise BadInput(f"arguments must be an object, got {type(arguments).__name__}")
             if name == "index-search":
-                _only(arguments, {"query", "scope", "limit", "path"}, name)
+                only(arguments, {"query", "scope", "limit", "path"}, name)
                 if "scope" not in arguments:
                     raise BadInput("scope is required: repo, conversation or earlier")
                 out = await self.index_search(
@@ -479,11 +452,11 @@ class Engine:
                 prov = "external:file" if out.scope == "repo" else "external:log"
                 return ToolOutput(out.text, False, prov, out.to_json())
             if name == "index-update":
-                _only(arguments, {"path"}, name)
+                only(arguments, {"path"}, name)
                 up = await self.index_update(arguments.get("path"))
                 return ToolOutput(up.text, False, "external:file", up.to_json())
             if name == "recall":
-                _only(arguments, {"seq", "start", "count", "task"}, name)
+                only(arguments, {"seq", "start", "count", "task"}, name)
                 if "seq" not in arguments:
                     raise BadInput("seq is required: the number an [elided seq=N] names")
                 return await self.recall(
@@ -493,80 +466,6 @@ class Engine:
             raise BadInput(f"unknown tool {name!r}: index-search, index-update or recall")
         except (BadInput, GuardRefused, Disabled) as e:
             return ToolOutput(str(e), True, "external:file")
-
-
-def _only(arguments: dict[str, Any], allowed: set[str], tool: str) -> None:
-    extra = sorted(set(arguments) - allowed)
-    if extra:
-        raise BadInput(f"{tool} takes {', '.join(sorted(allowed))}; unknown: {', '.join(extra)}")
-
-
-def tool_definitions(*, conversation: bool = True) -> list[dict[str, Any]]:
-    """index-search, index-update and recall as JSON-schema tools (§1, §11)."""
-    search = {
-        "name": "index-search",
-        "description": (
-            "Rank what matches plain words or names, best first. Use it to find code by what it "
-            "does or when you would otherwise guess several names (cred|binding|host|key): give "
-            "the words, not a pattern. scope 'repo' searches the working tree's files (chunks of "
-            "lines; each result is path:A-B with its best lines, so go on with a ranged read); "
-            "'conversation' searches this session's messages and tool results, including ones "
-            "shown as [elided seq=N]; 'earlier' searches the project's other tasks when the "
-            "person allows it. Use a grep instead for an exact string or regular expression."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Plain words or names."},
-                "scope": {"type": "string", "enum": list(SCOPES)},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
-                          "default": DEFAULT_LIMIT},
-                "path": {"type": "string",
-                         "description": "repo only: a file or directory to narrow to."},
-            },
-            "required": ["query", "scope"],
-            "additionalProperties": False,
-        },
-    }  # fmt: skip
-    update = {
-        "name": "index-update",
-        "description": (
-            "Bring the repository's search index up to date now (at most 60 s a call; call again "
-            "to go on). index-search refreshes by itself, so use this only for a large tree the "
-            "search said is partial, or with path to add a directory git ignores."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "additionalProperties": False,
-        },
-    }
-    recall = {
-        "name": "recall",
-        "description": (
-            "Read back one event of this conversation by its seq: use it when the window shows "
-            "[elided seq=N] or a search names a seq, instead of running the call again. start "
-            "and count read it in lines, as a ranged file read does. task reads an earlier "
-            "task's event, when the person allows earlier tasks."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "seq": {"type": "integer", "minimum": 1},
-                "start": {"type": "integer", "minimum": 1},
-                "count": {"type": "integer", "minimum": 1},
-                "task": {"type": "string"},
-            },
-            "required": ["seq"],
-            "additionalProperties": False,
-        },
-    }
-    tools: list[dict[str, Any]] = [search, update]
-    if conversation:
-        tools.append(recall)
-    for t in tools:
-        t["rule"] = WORKING_RULE
-    return tools
 
 
 def _repo_header(chunks: int, files: int, r: Refreshed) -> str:
@@ -663,295 +562,3 @@ def _open_log(path: Path) -> LogWriter:
     if not path.is_file():
         raise NotFound(f"no log at {path}: give the path of this session's .jsonl")
     return LogWriter(path)
-
-
-# -- the command line (CLI.md) ------------------------------------------------------------------
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad usage as BadInput (exit 2, one line), not its own exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise BadInput(f"{message} (see --help)")
-
-
-def _parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    s = argparse.SUPPRESS
-    common.add_argument(
-        "--data-dir", default=s, help="data directory (or NODWYN_RETRIEVAL_DATA_DIR)"
-    )
-    common.add_argument(
-        "--config-dir", default=s, help="configuration directory (or NODWYN_RETRIEVAL_CONFIG_DIR)"
-    )
-    common.add_argument(
-        "--root", default=s, help="the working tree (default: the git top level here)"
-    )
-    common.add_argument(
-        "--json", action="store_true", default=s, help="one JSON document on stdout"
-    )
-    common.add_argument("--debug", action="store_true", default=s, help="tracebacks on errors")
-    common.add_argument("--workers", type=int, default=s, help="worker processes for big builds")
-
-    p = _Parser(
-        prog="nodwyn-retrieval",
-        parents=[common],
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    def log_opts(q: argparse.ArgumentParser) -> None:
-        g = q.add_mutually_exclusive_group()
-        g.add_argument(
-            "--task", help="this session's task id (its log in the project's tasks directory)"
-        )
-        g.add_argument("--log", help="this session's log file (.jsonl)")
-
-    q = sub.add_parser("search", parents=[common], help="index-search")
-    q.add_argument("query")
-    q.add_argument("--scope", default="repo")
-    q.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
-    q.add_argument("--path")
-    log_opts(q)
-    q = sub.add_parser("update", parents=[common], help="index-update")
-    q.add_argument("path", nargs="?")
-    q = sub.add_parser("recall", parents=[common], help="recall one event by its seq")
-    q.add_argument("seq", type=int)
-    q.add_argument("--start", type=int)
-    q.add_argument("--count", type=int)
-    log_opts(q)
-    sub.add_parser("status", parents=[common], help="the project's index")
-    sub.add_parser("forget", parents=[common], help="delete the project's index (not the logs)")
-    m = sub.add_parser("memory", parents=[common], help="a person's search of the project's tasks")
-    msub = m.add_subparsers(dest="memory_command", required=True, parser_class=_Parser)
-    q = msub.add_parser("search", parents=[common])
-    q.add_argument("query")
-    q.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
-    q = msub.add_parser("recall", parents=[common])
-    q.add_argument("task")
-    q.add_argument("seq", type=int)
-    q.add_argument("--start", type=int)
-    q.add_argument("--count", type=int)
-    q = sub.add_parser("earlier", parents=[common], help="turn searching earlier tasks on or off")
-    q.add_argument("state", choices=["on", "off"])
-    q = sub.add_parser("refresh", parents=[common], help="bring each tree's index fully up to date")
-    q.add_argument("roots", nargs="+")
-    sub.add_parser("tools", parents=[common], help="the tool definitions and the working rule")
-    return p
-
-
-def _opt(ns: argparse.Namespace, name: str, default: Any = None) -> Any:
-    return getattr(ns, name, default)
-
-
-def _root_of(ns: argparse.Namespace) -> Path:
-    r = _opt(ns, "root")
-    here = Path(r) if r else Path.cwd()
-    if not here.is_dir():
-        raise NotFound(f"root {here} is not a directory")
-    return git_toplevel(here) or here.resolve()
-
-
-def _log_of(ns: argparse.Namespace, root: Path) -> Path | None:
-    if _opt(ns, "log"):
-        p = Path(ns.log)
-        if not p.is_file():
-            raise NotFound(f"no log at {p}: give the path of a session's .jsonl")
-        return p
-    if _opt(ns, "task"):
-        tasks = project_dirs(data_dir(_opt(ns, "data_dir")), project_key(root)).tasks
-        p = log_path(tasks, ns.task)
-        if not p.is_file():
-            raise NotFound(f"no task {ns.task} in this project (its logs are in {tasks})")
-        return p
-    return None
-
-
-class _Progress:
-    """A one-line progress display on a terminal's stderr; silent elsewhere."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._last = 0
-
-    def show(self, text: str) -> None:
-        if not self.enabled:
-            return
-        pad = max(0, self._last - len(text))
-        sys.stderr.write("\r" + text + " " * pad)
-        sys.stderr.flush()
-        self._last = len(text)
-
-    def done(self) -> None:
-        if self.enabled and self._last:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-            self._last = 0
-
-
-async def _engine(ns: argparse.Namespace, root: Path, log: Path | None = None) -> Engine:
-    # The command line reads a session's log but never writes to it: a log has one writer, the
-    # agent loop whose session it is.
-    return await Engine.open(
-        root, data_dir=_opt(ns, "data_dir"), config_dir=_opt(ns, "config_dir"), log=log,
-        write_log=False, workers=_opt(ns, "workers"),
-    )  # fmt: skip
-
-
-async def _run(ns: argparse.Namespace) -> tuple[str, Any]:
-    """Run one command; return its text and its JSON document."""
-    cmd = ns.command
-    if cmd == "tools":
-        defs = tool_definitions()
-        text = "\n\n".join(f"{t['name']}: {t['description']}" for t in defs)
-        return text + f"\n\nrule: {WORKING_RULE}", {"tools": defs, "rule": WORKING_RULE}
-    if cmd == "earlier":
-        root = _root_of(ns)
-        key = project_key(root)
-        set_earlier_tasks(config_dir(_opt(ns, "config_dir")), key, ns.state == "on", root=str(root))
-        return f"earlier tasks {ns.state} for {key}", {
-            "project": key,
-            "earlier_tasks": ns.state == "on",
-        }
-    if cmd == "refresh":
-        return await _refresh_many(ns)
-    root = _root_of(ns)
-    # recall --task names an earlier task (switch-gated, §9); search --task names this session.
-    task_is_earlier = cmd == "recall" and _opt(ns, "task") is not None
-    log = _log_of(ns, root) if cmd in ("search", "recall") and not task_is_earlier else None
-    engine = await _engine(ns, root, log)
-    try:
-        if cmd == "search":
-            out = await engine.index_search(ns.query, ns.scope, ns.limit, ns.path)
-            return out.text, out.to_json()
-        if cmd == "update":
-            # One call, as the tool makes it: at most 60 s, and the next call goes on (§5).
-            progress = _Progress(sys.stderr.isatty() and not _opt(ns, "json"))
-            progress.show(f"indexing {root} (at most 60 s) ...")
-            up = await engine.index_update(ns.path)
-            progress.done()
-            return up.text, up.to_json()
-        if cmd == "recall":
-            task = ns.task if task_is_earlier else None
-            r = await engine.recall(ns.seq, ns.start, ns.count, task)
-            return r.text, r.data
-        if cmd == "status":
-            st = await engine.index_status()
-            return _status_text(st), st
-        if cmd == "forget":
-            fg = await engine.index_forget()
-            return f"forgot the index of {fg['project']} ({fg['deleted_bytes']:,} bytes)", fg
-        if cmd == "memory":
-            if ns.memory_command == "search":
-                out = await engine.memory_search(ns.query, ns.limit)
-                return out.text, out.to_json()
-            r = await engine.memory_recall(ns.task, ns.seq, ns.start, ns.count)
-            return r.text, r.data
-    finally:
-        await engine.close()
-    raise BadInput(f"unknown command {cmd!r}")
-
-
-async def _refresh_many(ns: argparse.Namespace) -> tuple[str, Any]:
-    """Headless batch refresh: each tree brought fully up to date, one summary line each."""
-    progress = _Progress(sys.stderr.isatty() and not _opt(ns, "json"))
-    lines: list[str] = []
-    docs: list[dict[str, Any]] = []
-    roots = [Path(r) for r in ns.roots]
-    for r in roots:
-        if not r.is_dir():
-            raise NotFound(f"root {r} is not a directory")
-    for i, r in enumerate(roots, 1):
-        top = git_toplevel(r) or r.resolve()
-        engine = await _engine(ns, top)
-        try:
-            calls = 0
-            total_read = 0
-            t0 = time.perf_counter()
-            while True:
-                calls += 1
-                progress.show(
-                    f"[{i}/{len(roots)}] {top}: update {calls}, {total_read:,} files read"
-                )
-                up = await engine.index_update()
-                total_read += up.summary["read"]
-                # Done when nothing is left unread; past a limit of §2 more calls add nothing.
-                if up.summary["not_read"] == 0 or up.summary["read"] == 0:
-                    break
-            s = dict(up.summary)
-            s.update(
-                root=str(top),
-                read=total_read,
-                calls=calls,
-                seconds=round(time.perf_counter() - t0, 3),
-            )
-            docs.append(s)
-            lines.append(
-                f"{top}: {s['files']:,} files, read {total_read:,}, removed {s['removed']:,}"
-                f"{', partial' if s['partial'] else ''} ({s['seconds']:.1f} s)"
-            )
-        finally:
-            await engine.close()
-    progress.done()
-    return "\n".join(lines), {"trees": docs}
-
-
-def _status_text(st: dict[str, Any]) -> str:
-    out = [f"project {st['project']}", f"index {st['index_dir']} ({st['index_bytes']:,} bytes)"]
-    for t in st["trees"]:
-        out.append(
-            f"  {t['root']}: {t['files']:,} files, {t['bytes']:,} bytes, changed {t['changed']}"
-        )
-    if not st["trees"]:
-        out.append("  no working tree indexed yet")
-    out.append(f"earlier tasks: {'on' if st['earlier_tasks'] else 'off'}")
-    out.append(f"embeddings: {st['embeddings']}")
-    out.append(f"tasks {st['tasks_dir']}")
-    return "\n".join(out)
-
-
-def _run_async(coro: Any) -> Any:
-    try:
-        import uvloop  # noqa: PLC0415 - optional: it does not install everywhere
-    except ImportError:  # not on this platform
-        return asyncio.run(coro)
-    return uvloop.run(coro)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The console script: exit 0 done, 2 bad input, 1 anything else."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
-    try:
-        ns = _parser().parse_args(args)
-        text, doc = _run_async(_run(ns))
-    except BadInput as e:
-        if debug:
-            raise
-        print(f"nodwyn-retrieval: {e}", file=sys.stderr)
-        return 2
-    except RetrievalError as e:
-        if debug:
-            raise
-        print(f"nodwyn-retrieval: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("nodwyn-retrieval: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:
-        if debug:
-            raise
-        print(
-            f"nodwyn-retrieval: unexpected error: {type(e).__name__}: {e} (run with --debug)",
-            file=sys.stderr,
-        )
-        return 1
-    if getattr(ns, "json", False):
-        print(json.dumps(doc, ensure_ascii=False, indent=None))
-    else:
-        print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
