@@ -345,7 +345,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-m",
-            "entry",
+            "nodwyn_retrieval",
             *args,
             "--root",
             str(repo),
