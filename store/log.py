@@ -29,6 +29,7 @@ __all__ = [
     "COMMON_FIELDS",
     "LOG_SUFFIX",
     "META_SUFFIX",
+    "RECORDS_SUFFIX",
     "LogRead",
     "LogWriter",
     "TaskMeta",
@@ -39,12 +40,17 @@ __all__ = [
     "meta_path",
     "read_event_at",
     "read_log",
+    "records_path",
+    "tail_of",
     "task_meta",
     "write_task_meta",
 ]
 
 LOG_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
+RECORDS_SUFFIX = ".records.ndjson"
+"""The engine's own records beside a log it does not own: ``<task-id>.records.ndjson``. Not
+``.jsonl``, so it is never taken for a task."""
 COMMON_FIELDS = ("seq", "ts", "kind", "turn", "agent")
 """The fields every event carries, in the order the writer puts them."""
 
@@ -178,6 +184,40 @@ def read_event_at(path: Path, offset: int) -> dict[str, Any] | None:
     if not line.endswith(b"\n"):
         return None
     return event_of(line[:-1])
+
+
+def records_path(log: Path) -> Path:
+    """Where an engine that reads ``log`` without owning it writes its own records
+    (``guard.decision``, ``index.update``): ``<task-id>.records.ndjson`` beside it."""
+    log = Path(log)
+    return log.with_name(log.name.removesuffix(LOG_SUFFIX) + RECORDS_SUFFIX)
+
+
+_TAIL_BYTES = 1 << 16
+
+
+def tail_of(path: Path) -> tuple[int, int]:
+    """``(seq, turn)`` of the last complete event of the log, read from its last 64 KiB only;
+    ``(0, 0)`` when it has none there or does not exist (yet). A missing or unknown turn is 0."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - _TAIL_BYTES)
+            f.seek(start)
+            data = f.read(size - start)
+    except OSError:
+        return 0, 0
+    pos = data.rfind(b"\n") + 1
+    while pos > 0:
+        begin = data.rfind(b"\n", 0, pos - 1) + 1
+        if begin == 0 and start > 0:
+            break  # the first line in the window may be cut
+        event = event_of(data[begin : pos - 1])
+        if event is not None:
+            turn = event.get("turn")
+            return event["seq"], turn if type(turn) is int and turn > 0 else 0
+        pos = begin
+    return 0, 0
 
 
 # What this writer puts first on every line; the fast path of _scan's seq.

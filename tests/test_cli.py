@@ -47,7 +47,7 @@ def repo(tmp_path: Path) -> Path:
 def test_search_prints_ranked_results_and_json(repo: Path, dirs: tuple[Path, Path]) -> None:
     text = run("search", "check binding", cwd=repo, env_dirs=dirs)
     assert text.returncode == 0, text.stderr
-    assert text.stdout.splitlines()[0] == "ranked 2 chunks in 2 files"
+    assert text.stdout.splitlines()[0] == "1 of 2 chunks in 2 files matches"
     assert text.stdout.splitlines()[1].startswith("keychain/bind.py:1-2: def check_binding")
     out = run("--json", "search", "check binding", "--limit", "1", cwd=repo, env_dirs=dirs)
     doc = json.loads(out.stdout)
