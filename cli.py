@@ -179,12 +179,12 @@ def _parser() -> _Parser:
     msub = m.add_subparsers(
         dest="memory_command", required=True, parser_class=_Parser, metavar="SUBCOMMAND"
     )
-    q = msub.add_parser(
-        "search", parents=[common], help="rank the events of every task of the project"
-    )
+    what = "rank the events of every task of the project"
+    q = msub.add_parser("search", parents=[common], help=what, description=what)
     q.add_argument("query", help="plain words or names")
     limit_opt(q)
-    q = msub.add_parser("recall", parents=[common], help="show one event of a task by its seq")
+    what = "show one event of any task of the project by its seq"
+    q = msub.add_parser("recall", parents=[common], help=what, description=what)
     q.add_argument("task", help="the task's id")
     q.add_argument("seq", type=int, help="the event's seq")
     lines_opts(q)
@@ -300,7 +300,7 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any, str | None]:
         if cmd == "update":
             # One call, as the tool makes it: at most 60 s, and the next call goes on (§5).
             bar = _bar(ns)
-            up = await _update(engine, ns.path, bar, str(root))
+            up = await _update(engine, ns.path, bar, root.name or str(root))
             if bar is not None:
                 bar.clear()
             return up.text, up.to_json(), _unsaved(up.summary)
