@@ -7,10 +7,8 @@ engine, numpy or the worker pool are loaded; each command imports what it needs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import difflib
 import json
-import logging
 import os
 import re
 import sys
@@ -408,6 +406,8 @@ async def _update(
     ``before`` is what earlier calls on this tree read (files, bytes), for a bar per tree."""
     if bar is None:
         return await engine.index_update(path)
+    import asyncio  # noqa: PLC0415 - loaded when a command runs, not for --version
+
     from nodwyn_retrieval.actors.messages import Progress  # noqa: PLC0415
 
     progress = Progress()
@@ -492,6 +492,8 @@ def _status_text(st: dict[str, Any]) -> str:
 
 
 def _run_async(coro: Any) -> Any:
+    import asyncio  # noqa: PLC0415 - loaded when a command runs, not for --version
+
     try:
         import uvloop  # noqa: PLC0415 - optional: it does not install everywhere
     except ImportError:  # not on this platform
@@ -499,15 +501,16 @@ def _run_async(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
-class _Prefixed(logging.Formatter):
-    """Every line a logger writes on stderr starts as the command line's own errors do."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        return "\n".join(f"{PROG}: {line}" for line in text.splitlines() or [""])
-
-
 def _log_to_stderr(debug: bool) -> None:
+    """Every line a logger (the library's, or a warning) writes on stderr starts as the command
+    line's own errors do: ``nodwyn-retrieval: ``."""
+    import logging  # noqa: PLC0415 - loaded when a command runs, not for --version
+
+    class _Prefixed(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            text = super().format(record)
+            return "\n".join(f"{PROG}: {line}" for line in text.splitlines() or [""])
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Prefixed("%(message)s"))
     for name in ("nodwyn_retrieval", "py.warnings"):
@@ -536,9 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: exit 0 done, 2 bad input, 1 anything else."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
-    _log_to_stderr(debug)
     try:
         ns = _parser().parse_args(args)
+        _log_to_stderr(debug)
         text, doc, failed = _run_async(_run(ns))
     except BadInput as e:
         if debug:

@@ -239,6 +239,11 @@ def test_version_comes_from_the_package_and_loads_neither_the_engine_nor_numpy(
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
     assert "nodwyn_retrieval.cli" in imported
     assert not {"nodwyn_retrieval.entry", "numpy", "nodwyn_retrieval.bus"} & imported
+    probe = "import sys, nodwyn_retrieval; print(sorted(m for m in sys.modules if m == 'numpy' " \
+        "or m.startswith('nodwyn_retrieval.')))"
+    bare = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=True)  # fmt: skip
+    assert bare.stdout.strip() == "[]"
 
 
 def _walk(p: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
