@@ -1,13 +1,13 @@
 """The session log: one JSON object a line, append-only (docs/log-format.md).
 
 The conversation (§8) and earlier tasks (§9) are ranked from a task's log, and ``recall`` returns
-an event "as the log recorded it". The log is the source every index here is derived from (SPEC
-invariant 1), so the reader is tolerant where a writer can fail: a last line without its newline
-(a writer killed mid-line) is left alone until it is completed, and a line that is not an event is
-skipped and counted, never a crash.
+an event "as the log recorded it". The log is the source every index here is derived from
+(nothing derived is trusted over it), so the reader is tolerant where a writer can fail: a last
+line without its newline (a writer killed mid-line) is left alone until it is completed, and a
+line that is not an event is skipped and counted, never a crash.
 
-:class:`LogWriter` is the small writer an agent loop without a log of its own uses; it is also the
-recorder the guard hands its ``guard.decision`` events to (§3).
+:class:`LogWriter` is the small writer an agent loop may use, and the engine's own when it owns a
+log or keeps its records beside one (docs/log-format.md, "Who writes the log").
 """
 
 from __future__ import annotations
@@ -390,7 +390,7 @@ class LogWriter:
 
 def log_path(tasks_dir: Path, task_id: str) -> Path:
     """The log of ``task_id`` in ``tasks_dir``. An id that could name a file elsewhere is
-    :class:`errors.BadInput` (CLI.md: ``--task ID``)."""
+    :class:`errors.BadInput` (the command line's ``--task ID``)."""
     if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id):
         raise BadInput(
             f"task id {task_id!r} is not a task id: letters, digits, '.', '_' and '-', "
