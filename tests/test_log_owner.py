@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 from nodwyn_retrieval import BadInput, Engine, NotFound
+from nodwyn_retrieval.store.config import set_earlier_tasks
 from nodwyn_retrieval.store.log import LogWriter, read_log, records_path
+from nodwyn_retrieval.store.paths import project_dirs, project_key
 
 from tests.support import Log, make_repo
 
@@ -214,3 +216,24 @@ def test_the_loop_can_run_the_engine_from_its_own_event_loop(
             return len(out.hits)
 
     assert asyncio.run(main()) >= 1
+
+
+@pytest.mark.asyncio
+async def test_a_log_that_appears_later_is_still_not_one_of_the_earlier_tasks(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    key = project_key(repo)
+    tasks = project_dirs(dirs[0], key).tasks
+    tasks.mkdir(parents=True)
+    old = Log(tasks / "old.jsonl")
+    old.add("person.message", text="The quokka ledger was reconciled here.")
+    old.end_turn()
+    set_earlier_tasks(dirs[1], key, True, root=str(repo))
+    async with await _open(repo, dirs, log=tasks / "now.jsonl") as engine:
+        now = Log(tasks / "now.jsonl")
+        now.add("person.message", text="Where is the quokka ledger reconciled?")
+        now.end_turn()
+        out = await engine.index_search("quokka ledger", "earlier")
+        mine = await engine.index_search("quokka ledger", "conversation")
+    assert [h["task"] for h in out.hits] == ["old"]
+    assert [h["seq"] for h in mine.hits] == [1]
