@@ -346,7 +346,9 @@ class _ProgressBar:
         utf8 = (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8"
         self._full, self._empty = ("\u2588", "\u2591") if utf8 else ("#", "-")
 
-    def draw(self, label: str, p: Progress, before: tuple[int, int] = (0, 0)) -> None:
+    def draw(
+        self, label: str, p: Progress, before: tuple[int, int] = (0, 0), running: bool = False
+    ) -> None:
         if not p.planned:
             text = f"{label}: listing files ({time.monotonic() - self._t0:.0f} s)"
         else:
@@ -354,15 +356,16 @@ class _ProgressBar:
             total = before[0] + p.to_read
             elapsed = max(time.monotonic() - p.started, 1e-6)
             rate = p.bytes_read / elapsed
-            share = done / total if total else 1.0
-            n = min(self.WIDTH, int(share * self.WIDTH))
-            bar = self._full * n + self._empty * (self.WIDTH - n)
             left = (p.bytes_to_read - p.bytes_read) / rate if rate > 0 else None
             eta = "--:--" if left is None else _clock(left)
-            text = (
-                f"{label} {bar} {done:,} of {_plural(total, 'file')} read, "
-                f"{rate / 1e6:.1f} MB/s, {eta} left"
-            )
+            rest = f"{done:,} of {_plural(total, 'file')} read, {rate / 1e6:.1f} MB/s, {eta} left"
+            if running and p.read >= p.to_read:
+                rest += ", saving the index"
+            # The bar takes what the line leaves, between 8 and WIDTH cells.
+            width = max(8, min(self.WIDTH, _columns(self.stream) - 3 - len(label) - len(rest)))
+            share = done / total if total else 1.0
+            n = min(width, int(share * width))
+            text = f"{label} {self._full * n}{self._empty * (width - n)} {rest}"
         cols = _columns(self.stream) - 1
         self.stream.write("\r" + text[:cols] + "\x1b[K")
         self.stream.flush()
@@ -401,23 +404,32 @@ async def _update(
     engine: Engine, path: str | None, bar: _ProgressBar | None, label: str,
     before: tuple[int, int] = (0, 0),
 ) -> UpdateOutput:  # fmt: skip
-    """One index-update call, drawing its progress on the bar (if any) at least once a second.
+    """One index-update call, drawing its progress on the bar (if any) four times a second.
 
-    ``before`` is what earlier calls on this tree read (files, bytes), for a bar per tree."""
+    ``before`` is what earlier calls on this tree read (files, bytes), for a bar per tree. The bar
+    is drawn from a thread of its own, so it moves on while the event loop is busy (storing and
+    merging a big index)."""
     if bar is None:
         return await engine.index_update(path)
-    import asyncio  # noqa: PLC0415 - loaded when a command runs, not for --version
+    import threading  # noqa: PLC0415 - loaded when a command runs, not for --version
 
     from nodwyn_retrieval.actors.messages import Progress  # noqa: PLC0415
 
     progress = Progress()
-    task = asyncio.ensure_future(engine.index_update(path, progress=progress))
-    while True:
-        bar.draw(label, progress, before)
-        done, _ = await asyncio.wait({task}, timeout=0.25)
-        if done:
-            break
-    up = task.result()
+    stop = threading.Event()
+
+    def paint() -> None:
+        while not stop.wait(0.25):
+            bar.draw(label, progress, before, running=True)
+
+    bar.draw(label, progress, before, running=True)
+    painter = threading.Thread(target=paint, name="progress bar", daemon=True)
+    painter.start()
+    try:
+        up = await engine.index_update(path, progress=progress)
+    finally:
+        stop.set()
+        painter.join()
     bar.draw(label, progress, before)
     return up
 

@@ -291,6 +291,8 @@ class IndexerActor(Actor):
                 res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
             for (i, st, data), a in zip(items, res, strict=True):
                 done[i] = (st, a, data)
+                if progress is not None:
+                    progress.advance(len(data))
 
         def flush() -> None:
             nonlocal batch, batch_bytes
@@ -325,12 +327,10 @@ class IndexerActor(Actor):
                         reading.discard(me)
             if data is not None:
                 read_bytes += len(data)
-            if progress is not None:
-                progress.advance(0 if data is None else len(data))
-            if data is None:
-                found.append(TreeFound(st, None, "gone"))
-            elif len(data) > MAX_FILE_BYTES:
-                found.append(TreeFound(st, None, "too_large"))
+            if data is None or len(data) > MAX_FILE_BYTES:
+                found.append(TreeFound(st, None, "gone" if data is None else "too_large"))
+                if progress is not None:
+                    progress.advance(0)
             elif use_pool:
                 batch.append((i, st, data))
                 batch_bytes += len(data)
@@ -338,6 +338,8 @@ class IndexerActor(Actor):
                     flush()
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
+                if progress is not None:
+                    progress.advance(len(data))
 
         readers = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
         try:

@@ -49,8 +49,8 @@ class Progress:
     """How far one refresh has gone, for a progress display (the command line's bar).
 
     The refresher fills in what it is to read once it has listed the tree; the indexer counts
-    each of those files as it is handled (read, refused or gone). Shared within the process and
-    read from any task on the event loop; nothing in it decides anything."""
+    each of those files once it is handled: read and analysed, or refused, gone or too large.
+    Shared within the process and read from any thread; nothing in it decides anything."""
 
     planned: bool = False
     """The tree is listed and the files to read are known."""
