@@ -518,7 +518,9 @@ class Engine:
             if name == "index-search":
                 only(arguments, {"query", "scope", "limit", "path"}, name)
                 if "scope" not in arguments:
-                    raise BadInput("scope is required: repo, conversation or earlier")
+                    offered = [s for s, on in zip(SCOPES, (True, self._conversation is not None,
+                               self._earlier_offered()), strict=True) if on]  # fmt: skip
+                    raise BadInput(f"scope is required: {_either(offered)}")
                 out = await self.index_search(
                     arguments.get("query"),  # type: ignore[arg-type]
                     arguments["scope"],
@@ -633,6 +635,11 @@ def _log_sink(writer: LogWriter) -> Callable[[dict[str, Any]], None]:
         writer.append(kind, turn=turn, agent=agent, **body)
 
     return sink
+
+
+def _either(names: Sequence[str]) -> str:
+    """'repo', 'repo or conversation', 'repo, conversation or earlier'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 NO_CONVERSATION = (

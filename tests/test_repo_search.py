@@ -518,7 +518,7 @@ async def test_a_tool_call_with_bad_arguments_is_an_error_result(
         unknown = await engine.call_tool("index-grep", {})
         tools = engine.tools()
     assert no_scope.is_error
-    assert no_scope.text == "scope is required: repo, conversation or earlier"
+    assert no_scope.text == "scope is required: repo"  # no log, no other task: only repo works
     assert not ok.is_error
     assert ok.provenance == "external:file"
     assert unknown.is_error
