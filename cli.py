@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from nodwyn_retrieval import mcp_server
 from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.errors import BadInput, NotFound, RetrievalError
 from nodwyn_retrieval.store.config import set_earlier_tasks
@@ -102,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     q = sub.add_parser("refresh", parents=[common], help="bring each tree's index fully up to date")
     q.add_argument("roots", nargs="+")
     sub.add_parser("tools", parents=[common], help="the tool definitions and the working rule")
+    mcp_server.add_parser(sub, common)
     return p
 
 
@@ -202,6 +204,7 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any]:
             return r.text, r.data
         if cmd == "status":
             st = await engine.index_status()
+            st["server_logs"] = [str(p) for p in mcp_server.record_logs(engine.dirs)]
             return _status_text(st), st
         if cmd == "forget":
             fg = await engine.index_forget()
@@ -272,6 +275,8 @@ def _status_text(st: dict[str, Any]) -> str:
     out.append(f"earlier tasks: {'on' if st['earlier_tasks'] else 'off'}")
     out.append(f"embeddings: {st['embeddings']}")
     out.append(f"tasks {st['tasks_dir']}")
+    for p in st.get("server_logs", [])[:3]:
+        out.append(f"server session log {p}")
     return "\n".join(out)
 
 
@@ -289,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in args
     try:
         ns = _parser().parse_args(args)
+        if ns.command == "mcp":
+            return mcp_server.main(ns)
         text, doc = _run_async(_run(ns))
     except BadInput as e:
         if debug:

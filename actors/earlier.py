@@ -230,7 +230,7 @@ class EarlierActor(Actor):
                 for entry in it:
                     entries[entry.name] = entry
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            pass  # no task of ours yet; the agents' sessions may still be there
         except OSError as exc:
             raise store_error("listing", self.tasks_dir, exc) from exc
         self._remove_orphans(list(entries))

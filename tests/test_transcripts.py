@@ -59,8 +59,9 @@ class ClaudeSession:
     def assistant(self, text: str = "", calls: list[tuple[str, str, dict[str, Any]]] = ()) -> None:  # type: ignore[assignment]
         mid = f"msg_{uuid.uuid4().hex[:12]}"
         if text:
+            block = {"type": "text", "text": text}
             self._line("assistant", {"id": mid, "type": "message", "role": "assistant",
-                                     "model": "claude-x", "content": [{"type": "text", "text": text}],
+                                     "model": "claude-x", "content": [block],
                                      "stop_reason": None})  # fmt: skip
         for cid, name, args in calls:
             block = {"type": "tool_use", "id": cid, "name": name, "input": args}
@@ -70,8 +71,8 @@ class ClaudeSession:
 
     def result(self, cid: str, output: str, error: bool = False) -> None:
         block = {"tool_use_id": cid, "type": "tool_result", "content": output, "is_error": error}
-        self._line("user", {"role": "user", "content": [block]},
-                   toolUseResult={"stdout": output, "stderr": "", "interrupted": False})  # fmt: skip
+        shown = {"stdout": output, "stderr": "", "interrupted": False}
+        self._line("user", {"role": "user", "content": [block]}, toolUseResult=shown)
 
 
 class CodexRollout:
@@ -114,12 +115,16 @@ class CodexRollout:
         self.item({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "zz"})
         self.item({"type": "function_call", "name": name, "arguments": json.dumps(args),
                    "call_id": cid})  # fmt: skip
-        out = json.dumps({"output": output, "metadata": {"exit_code": code, "duration_seconds": 0.1}})
+        out = json.dumps(
+            {"output": output, "metadata": {"exit_code": code, "duration_seconds": 0.1}}
+        )
         self.item({"type": "function_call_output", "call_id": cid, "output": out})
 
 
 @pytest.fixture
-def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dirs: tuple[Path, Path]) -> dict[str, Path]:
+def homes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dirs: tuple[Path, Path]
+) -> dict[str, Path]:
     """The agents' homes in the test's directory: never the real ~/.claude or ~/.codex."""
     h = {"home": tmp_path / "home", "claude": tmp_path / "claude", "codex": tmp_path / "codex"}
     for p in h.values():
@@ -133,14 +138,18 @@ def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dirs: tuple[Path, Pat
 def _claude_story(s: ClaudeSession) -> None:
     s.user("Why does the credential binding reject localhost?")
     s.assistant("Let me look.", [("toolu_1", "Read", {"file_path": "keychain/bind.go"})])
-    s.result("toolu_1", "package keychain\nfunc bindHost(h string) error { return refuseLoopback(h) }")
+    s.result(
+        "toolu_1", "package keychain\nfunc bindHost(h string) error { return refuseLoopback(h) }"
+    )
     s.assistant("It refuses loopback hosts on purpose.")
     s.user("Then change the fixture port to 7443")
     s.assistant("", [("toolu_2", "Bash", {"command": "grep -rn 7443 ."})])
     s.result("toolu_2", "fixtures/port.txt:1:7443 quokka", error=False)
 
 
-async def _open(root: Path, log: Path, dirs: tuple[Path, Path]) -> tuple[Engine, list[dict[str, Any]]]:
+async def _open(
+    root: Path, log: Path, dirs: tuple[Path, Path]
+) -> tuple[Engine, list[dict[str, Any]]]:
     records: list[dict[str, Any]] = []
     engine = await Engine.open(root, data_dir=dirs[0], config_dir=dirs[1], log=log,
                                record=records.append, workers=1)  # fmt: skip
@@ -178,7 +187,8 @@ async def test_claude_session_searched_and_recalled_from_its_own_lines(
         # the .mem of the first, whole turn is in the data directory, none in the agent's
         assert _tree(homes["claude"]) == before
         m = mem_path(s.path)
-        assert m.is_file() and (dirs[0] / "mems") in m.parents
+        assert m.is_file()
+        assert (dirs[0] / "mems") in m.parents
     finally:
         unplace(s.path)
 
@@ -190,7 +200,9 @@ async def test_codex_rollout_searched_and_recalled(
     root = make_repo(tmp_path / "repo", {"a.txt": "hello\n"})
     r = CodexRollout(homes["codex"], root)
     r.user("Where is the retry budget configured?")
-    r.call("call_1", "shell", {"command": ["rg", "retry_budget"]}, "conf/net.toml:3:retry_budget = 5")
+    r.call(
+        "call_1", "shell", {"command": ["rg", "retry_budget"]}, "conf/net.toml:3:retry_budget = 5"
+    )
     r.assistant("In conf/net.toml, five retries.")
     r.user("Run the failing test")
     r.call("call_2", "shell", {"command": ["pytest", "-x"]}, "E   AssertionError: wombat", code=1)
@@ -202,12 +214,14 @@ async def test_codex_rollout_searched_and_recalled(
     try:
         out = await engine.index_search("retry budget", "conversation")
         kinds = [h["kind"] for h in out.hits]
-        assert "tool.result" in kinds and "person.message" in kinds, out.text
+        assert "tool.result" in kinds, out.text
+        assert "person.message" in kinds, out.text
         res = next(h for h in out.hits if h["kind"] == "tool.result")
         rec = await engine.recall(res["seq"])
         assert "retry_budget = 5" in rec.text
         bad = await engine.index_search("wombat", "conversation")
-        assert bad.hits and bad.hits[0]["kind"] == "tool.result"
+        assert bad.hits
+        assert bad.hits[0]["kind"] == "tool.result"
         # the environment context Codex writes as the person's is not a message of theirs
         env = await engine.index_search("environment_context", "conversation")
         assert not env.hits
@@ -231,17 +245,24 @@ async def test_torn_lines_unknown_types_and_huge_outputs(
     s.assistant("", [("toolu_9", "Bash", {"command": "cat big.log"})])
     s.result("toolu_9", huge)
     s.user("thanks")
-    s.raw('{"parentUuid": null, "type": "user", "message": {"role": "user", "content": "torn', newline=False)
+    s.raw(
+        '{"parentUuid": null, "type": "user", "message": {"role": "user", "content": "torn',
+        newline=False,
+    )
     place(s.path, CLAUDE, dirs[0] / "mems")
     try:
         engine, _ = await _open(root, s.path, dirs)
         try:
             out = await engine.index_search("narwhal", "conversation")
-            assert out.hits and out.hits[0]["kind"] == "tool.result"
+            assert out.hits
+            assert out.hits[0]["kind"] == "tool.result"
             seq = out.hits[0]["seq"]
             page = await engine.recall(seq, start=200_001, count=1)
             assert "narwhal" in page.text
-            assert "torn" not in (await engine.index_search("torn", "conversation")).text.split("\n", 1)[-1]
+            assert (
+                "torn"
+                not in (await engine.index_search("torn", "conversation")).text.split("\n", 1)[-1]
+            )
             # the torn line completed: the next search reads it
             s.raw(' and mended"}, "sessionId": "x", "uuid": "y"}')
             mended = await engine.index_search("mended", "conversation")
@@ -299,7 +320,8 @@ def test_sessions_found_by_the_cwd_they_record(tmp_path: Path, homes: dict[str, 
     assert {f.path for f in found} == {a.path, b.path, x.path}
     assert {f.agent for f in found} == {"claude", "codex"}
     newest = newest_session(root, ("claude",))
-    assert newest is not None and newest.path == b.path
+    assert newest is not None
+    assert newest.path == b.path
     assert find_sessions(root, ("codex",))[0].id == x.path.stem
 
 
