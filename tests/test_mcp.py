@@ -52,7 +52,7 @@ async def server(
         env=env,
         cwd=str(cwd),
     )
-    with open(errlog, "w", encoding="utf-8") as err:
+    with open(errlog, "w", encoding="utf-8") as err:  # noqa: ASYNC230  the child writes it
         async with stdio_client(params, errlog=err) as (read, write):
             info = types.Implementation(name=client, version="1.0")
             async with ClientSession(read, write, client_info=info) as session:
