@@ -355,7 +355,8 @@ class LogView:
         """The event whose line the ``.mem`` places at offset, read from the log now. A line that
         is not that event means the log changed under the search: FormatError."""
         line = self.read_line(offset, length)
-        event = self.reader.line_event(line, seq, self.mem) if len(line) == length else None
+        ok = len(line) == length
+        event = self.reader.line_event(line, seq, self.mem, self.read_line) if ok else None
         if event is None or event["seq"] != seq:
             raise FormatError(f"{self.path} no longer holds seq {seq} where its .mem says: rebuild")
         return event

@@ -332,3 +332,36 @@ def test_a_log_of_ours_is_read_as_ours(tmp_path: Path) -> None:
     assert sniff(p) is NODWYN
     assert reader_for(p) is NODWYN
     assert mem_path(p) == tmp_path / "t.mem"
+
+
+@pytest.mark.asyncio
+async def test_this_projects_own_calls_and_results_are_not_ranked(
+    tmp_path: Path, homes: dict[str, Path], dirs: tuple[Path, Path]
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.txt": "hello\n"})
+    s = ClaudeSession(homes["claude"], root)
+    for turn in ("first", "second"):  # the first turn is read from the .mem, the second is not
+        s.user(f"find the tapir, {turn} time")
+        search = {"query": "tapir", "scope": "repo"}
+        s.assistant("", [(f"s-{turn}", "mcp__nodwyn-retrieval__index-search", search)])
+        s.result(f"s-{turn}", "ranked 3 chunks in 1 file\ntapir.py:1-3\n  1: def tapir(): echo")
+        s.assistant("", [(f"r-{turn}", "Read", {"file_path": "tapir.py"})])
+        s.result(f"r-{turn}", "def tapir(): pass")
+    place(s.path, CLAUDE, dirs[0] / "mems")
+    try:
+        engine, _ = await _open(root, s.path, dirs)
+        try:
+            out = await engine.index_search("tapir", "conversation", limit=20)
+            echo = await engine.index_search("echo", "conversation", limit=20)
+        finally:
+            await engine.close()
+        assert mem_path(s.path).is_file()
+        kinds = sorted(h["kind"] for h in out.hits)
+        # the replies' Read calls match too; the searches' calls and results do not
+        assert kinds == ["llm.resp"] * 2 + ["person.message"] * 2 + ["tool.result"] * 2
+        assert "ranked 3 chunks" not in out.text
+        # a result read again from where the .mem places it still names its call
+        assert out.text.count('tool.result of Read {"file_path": "tapir.py"}') == 2
+        assert not echo.hits
+    finally:
+        unplace(s.path)

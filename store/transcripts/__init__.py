@@ -63,9 +63,15 @@ class Reader(Protocol):
         covers), as store.mem_log.parse_lines returns them: events, end offset, lines skipped."""
         ...
 
-    def line_event(self, line: bytes, seq: int, mem: MemIndex | None) -> dict[str, Any] | None:
-        """The event with this seq whose line ``mem`` places here, read again; None when the
-        line holds no event."""
+    def line_event(
+        self,
+        line: bytes,
+        seq: int,
+        mem: MemIndex | None,
+        read: Callable[[int, int], bytes] | None = None,
+    ) -> dict[str, Any] | None:
+        """The event with this seq whose line ``mem`` places here, read again (``read(offset,
+        length)`` reads another line of the log); None when the line holds no event."""
         ...
 
     def mem_file(self, log_path: str) -> str:
@@ -83,7 +89,13 @@ class _Nodwyn:
     ) -> tuple[list[LoggedEvent], int, int]:
         return parse_lines(data, base, after_seq)
 
-    def line_event(self, line: bytes, seq: int, mem: MemIndex | None) -> dict[str, Any] | None:
+    def line_event(
+        self,
+        line: bytes,
+        seq: int,
+        mem: MemIndex | None,
+        read: Callable[[int, int], bytes] | None = None,
+    ) -> dict[str, Any] | None:
         return event_of(line)
 
     def mem_file(self, log_path: str) -> str:
@@ -115,8 +127,14 @@ class _PlacedReader:
     ) -> tuple[list[LoggedEvent], int, int]:
         return self._reader.parse(data, base, after_seq, mem)
 
-    def line_event(self, line: bytes, seq: int, mem: MemIndex | None) -> dict[str, Any] | None:
-        return self._reader.line_event(line, seq, mem)
+    def line_event(
+        self,
+        line: bytes,
+        seq: int,
+        mem: MemIndex | None,
+        read: Callable[[int, int], bytes] | None = None,
+    ) -> dict[str, Any] | None:
+        return self._reader.line_event(line, seq, mem, read)
 
     def mem_file(self, log_path: str) -> str:
         # The directory is made here: a .mem that cannot be written is only slower (store.mem).

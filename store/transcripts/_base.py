@@ -11,13 +11,15 @@ started.
 
 A transcript names a tool result's call only by its id: the call's name and arguments are taken
 from the reply that made it, read in the same pass (a pass starts at a turn, and a turn holds its
-calls and their results, so a ranked result always has them). A line read again alone (recall, a
-result's line) has the id only.
+calls and their results, so a ranked result always has them); a result read again alone from
+where the ``.mem`` places it (recall, a result's line) finds the reply among the turn's events
+before it (at most :data:`CALL_LOOKBACK`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from nodwyn_retrieval.retrieval.events import SELF_TOOLS
@@ -26,7 +28,11 @@ from nodwyn_retrieval.store.mem_log import LoggedEvent
 if TYPE_CHECKING:
     from nodwyn_retrieval.store.mem_format import MemIndex
 
-__all__ = ["TranscriptReader", "as_text", "self_name"]
+__all__ = ["CALL_LOOKBACK", "TranscriptReader", "as_text", "self_name"]
+
+CALL_LOOKBACK = 512
+"""How many events before a result read again alone are looked through for the reply that made
+its call (they are in its turn, most often just before it)."""
 
 
 def as_text(value: object) -> str:
@@ -133,8 +139,15 @@ class TranscriptReader:
             pos = nl + 1
         return events, base + end, skipped
 
-    def line_event(self, line: bytes, seq: int, mem: MemIndex | None) -> dict[str, Any] | None:
+    def line_event(
+        self,
+        line: bytes,
+        seq: int,
+        mem: MemIndex | None,
+        read: Callable[[int, int], bytes] | None = None,
+    ) -> dict[str, Any] | None:
         turn = 0
+        i: int | None = None
         if mem is not None and mem.n_events:
             ev = mem.events()
             i = ev.find(seq)
@@ -144,7 +157,37 @@ class TranscriptReader:
         if not line:
             return {"seq": seq, "ts": "", "kind": "turn.end", "turn": turn, "agent": "main"}
         event = self._event(line)
-        return None if event is None else {"seq": seq, "turn": turn, **event}
+        if event is None:
+            return None
+        event = {"seq": seq, "turn": turn, **event}
+        if event["kind"] == "tool.result" and read is not None and mem is not None and i:
+            self._find_call(event, i, mem, read)
+        return event
+
+    def _find_call(
+        self, event: dict[str, Any], i: int, mem: MemIndex, read: Callable[[int, int], bytes]
+    ) -> None:
+        """Fill a result's call in from the reply before it in its turn that made it."""
+        cid = event.get("call_id")
+        if not isinstance(cid, str) or not cid:
+            return
+        key = json.dumps(cid).encode("utf-8")
+        ev = mem.events()
+        kinds = mem.kinds
+        turn = int(ev.turn[i])
+        for j in range(i - 1, max(i - CALL_LOOKBACK, 0) - 1, -1):
+            if int(ev.turn[j]) != turn:
+                return
+            if kinds[int(ev.kind[j])] != "llm.resp":
+                continue
+            raw = read(int(ev.off[j]), int(ev.length[j]))
+            if key not in raw:
+                continue
+            reply = self._event(raw)
+            for c in (reply or {}).get("calls", ()):
+                if c.get("id") == cid:
+                    event["name"], event["args"] = c["name"], c["args"]
+                    return
 
     def mem_file(self, log_path: str) -> str:
         raise NotImplementedError("a transcript's .mem is placed (store.transcripts.place)")
