@@ -187,6 +187,8 @@ class McpSession:
             engine, self.engine = self.engine, None
             await engine.close()
         if self.records is not None:
+            with contextlib.suppress(RetrievalError):
+                self.records.append("note", turn=self.records.turn, text="the server closed")
             self.records.close()
 
 

@@ -121,6 +121,8 @@ async def test_claude_code_session_through_the_server(tmp_path: Path, env: dict[
         for g, want in zip(got, mcp_tools(), strict=True):
             assert g["description"] == want["description"]
             assert g["inputSchema"] == want["inputSchema"]
+        # the Engine is opened at the first call, not before
+        assert not list(Path(env["NODWYN_RETRIEVAL_DATA_DIR"]).glob("projects/*/records/*"))
 
         text, err = await call(s, "index-update")
         assert not err, text
@@ -142,6 +144,9 @@ async def test_claude_code_session_through_the_server(tmp_path: Path, env: dict[
         assert "fixtures/port.txt:1:7443 quokka" in text
 
         text, err = await call(s, "index-search", query="ocelot dialect", scope="earlier")
+        assert err
+        assert text == DISABLED
+        text, err = await call(s, "recall", seq=2, task=earlier.id)
         assert err
         assert text == DISABLED
 
@@ -193,8 +198,11 @@ async def test_claude_code_session_through_the_server(tmp_path: Path, env: dict[
     assert st.returncode == 0, st.stderr
     logs = json.loads(st.stdout)["server_logs"]
     assert len(logs) == 1
-    kinds = [json.loads(x)["kind"] for x in Path(logs[0]).read_text().splitlines()]
-    assert "guard.decision" in kinds
+    events = [json.loads(x) for x in Path(logs[0]).read_text().splitlines()]
+    assert "guard.decision" in [e["kind"] for e in events]
+    # the Engine was closed when the client closed the connection
+    assert events[-1]["kind"] == "note"
+    assert events[-1]["text"] == "the server closed"
     assert "server session log" in cli(env, root, "status").stdout
 
 
@@ -232,3 +240,23 @@ async def test_a_root_without_a_transcript(tmp_path: Path, env: dict[str, str]) 
         assert err
         assert "--log FILE" in text
         assert "\n" not in text
+
+
+async def test_log_given_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    # a Claude Code transcript kept elsewhere, named with --log: told by its lines
+    s = ClaudeSession(tmp_path / "elsewhere", root)
+    s.user("What does the heron flag do?")
+    s.assistant("It turns on the heron mode.")
+    before = tree(tmp_path / "elsewhere")
+    async with server(root, env, tmp_path / "err", "--log", str(s.path), client="cursor") as c:
+        text, err = await call(c, "index-search", query="heron flag", scope="conversation")
+        assert not err, text
+        seq = first_seq(text, "person.message")
+        text, err = await call(c, "recall", seq=seq)
+        assert not err, text
+        assert "What does the heron flag do?" in text
+    assert tree(tmp_path / "elsewhere") == before
+    bad = cli(env, root, "mcp", "--log", str(tmp_path / "missing.jsonl"))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("nodwyn-retrieval: no log at")
