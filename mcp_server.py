@@ -41,7 +41,9 @@ from nodwyn_retrieval.store.paths import (
     project_dirs,
     project_key,
 )
-from nodwyn_retrieval.store.transcripts import NODWYN, add_sessions, place, sniff
+from nodwyn_retrieval.store.transcripts import NODWYN, Reader, add_sessions, place, sniff
+from nodwyn_retrieval.store.transcripts.claude import CLAUDE
+from nodwyn_retrieval.store.transcripts.codex import CODEX
 from nodwyn_retrieval.store.transcripts.sessions import AGENTS, find_sessions
 from nodwyn_retrieval.tools import WORKING_RULE, tool_definitions
 
@@ -54,6 +56,7 @@ RECORDS_DIR = "records"
 """The project's folder (in its data directory) of the server sessions' own logs."""
 TRANSCRIPTS_DIR = "transcripts"
 """The project's folder of the ``.mem`` files of the agents' transcripts it reads."""
+_READERS: dict[str, Reader] = {"claude": CLAUDE, "codex": CODEX}
 
 
 def mcp_tools() -> list[dict[str, Any]]:
@@ -123,34 +126,40 @@ class McpSession:
         top, dirs, key = await asyncio.to_thread(self._project)
         mem_dir = dirs.root / TRANSCRIPTS_DIR
         current = self.log
+        reader = sniff(current) if current is not None else NODWYN
         if current is None:
             found = await asyncio.to_thread(find_sessions, top, _agents_of(client))
-            current = found[0].path if found else None
-        if current is not None:
-            reader = sniff(current)
-            if reader is not NODWYN:
-                place(current, reader, mem_dir)
+            if found:
+                current, reader = found[0].path, _READERS[found[0].agent]
+        if current is not None and reader is not NODWYN:
+            place(current, reader, mem_dir)
         self.transcript = current
 
         def sessions() -> list[tuple[str, Path]]:
             out = []
             for s in find_sessions(top):
-                place(s.path, sniff(s.path), mem_dir)
+                place(s.path, _READERS[s.agent], mem_dir)
                 out.append((s.id, s.path))
             return out
 
-        add_sessions(key, sessions)
-        self.key = key
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = dirs.root / RECORDS_DIR / f"mcp-{stamp}-{os.getpid()}.jsonl"
-        self.records = await asyncio.to_thread(LogWriter, path)
-        self.records.append(
-            "note", turn=1, text=f"records of an MCP server session over {current or 'no log'}"
-        )
-        return await Engine.open(
-            top, data_dir=self.data_dir, config_dir=self.config_dir, log=current,
-            record=_sink(self.records), workers=self.workers,
-        )  # fmt: skip
+        records = await asyncio.to_thread(LogWriter, path)
+        try:
+            records.append(
+                "note", turn=1, text=f"records of an MCP server session over {current or 'no log'}"
+            )
+            add_sessions(key, sessions)
+            engine = await Engine.open(
+                top, data_dir=self.data_dir, config_dir=self.config_dir, log=current,
+                record=_sink(records), workers=self.workers,
+            )  # fmt: skip
+        except BaseException:
+            add_sessions(key, None)
+            records.close()
+            raise
+        self.key, self.records = key, records
+        return engine
 
     def _project(self) -> tuple[Path, ProjectDirs, str]:
         top = git_toplevel(self.given_root) or self.given_root.resolve()
