@@ -11,7 +11,9 @@ as an agent starts it) and the time from before the process is started to the fi
 ``index-search`` result is taken: the start of Python, the SDK's import, the handshake, the
 Engine opened at the first call, the refresh that finds the tree unchanged, and the search. Then
 ``--searches`` searches in that server, each timed at the client, against the same searches made
-in this process with ``Engine.index_search`` on the same index. Medians; the load is printed.
+in this process with ``Engine.index_search`` on the same index. Then servers asked one search
+each, for the CPU time of every process they ran from start to exit (what the start costs with a
+core free). Medians; the load is printed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,6 +83,16 @@ async def _server_run(
     return {"first_s": first, "handshake_s": t_init - t0, "later_s": later}
 
 
+def _first_cpu(root: Path, env: dict[str, str], query: str) -> tuple[float, float]:
+    """A server started, asked one search and closed: (wall to the answer, CPU of every process
+    it ran, start to exit). The CPU time is what the start costs on a machine with a core free."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    got = asyncio.run(_server_run(root, env, [query], 0))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return got["first_s"], cpu
+
+
 async def _engine_run(
     root: Path, data: Path, config: Path, queries: list[str], searches: int
 ) -> list[float]:
@@ -131,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         later.extend(got["later_s"])
         engine.extend(asyncio.run(_engine_run(root, data, config, queries, args.searches)))
         loads.append(Path("/proc/loadavg").read_text().split()[0])
+    cpus = [_first_cpu(root, env, queries[0])[1] for _ in range(args.runs)]
     imports = []
     for _ in range(args.runs):
         t = time.perf_counter()
@@ -146,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "first_search_s_each": [round(x, 3) for x in firsts],
         "handshake_s": round(statistics.median(shakes), 3),
         "python_and_sdk_import_s": round(statistics.median(imports), 3),
+        "first_search_cpu_s": round(statistics.median(cpus), 3),
         "later_search_ms": round(statistics.median(later) * 1000, 2),
         "engine_search_ms": round(statistics.median(engine) * 1000, 2),
         "added_ms": round(over_ms, 2),
