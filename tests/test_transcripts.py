@@ -100,6 +100,11 @@ class CodexRollout:
     def item(self, payload: dict[str, Any]) -> None:
         self.line("response_item", payload)
 
+    def torn(self, text: str) -> None:
+        """A line cut before its end: a writer still writing it, or killed."""
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text)
+
     def user(self, text: str) -> None:
         self.line("turn_context", {"cwd": "/x", "approval_policy": "on-request", "model": "m"})
         self.item({"type": "message", "role": "user",
@@ -365,3 +370,30 @@ async def test_this_projects_own_calls_and_results_are_not_ranked(
         assert not echo.hits
     finally:
         unplace(s.path)
+
+
+@pytest.mark.asyncio
+async def test_a_rollout_with_a_torn_line_unknown_items_and_a_huge_output(
+    tmp_path: Path, homes: dict[str, Path], dirs: tuple[Path, Path]
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.txt": "hello\n"})
+    r = CodexRollout(homes["codex"], root)
+    r.line("event_msg", {"type": "token_count", "info": None})
+    r.line("a_line_from_a_later_version", {"whatever": 1})
+    r.item({"type": "an_item_from_a_later_version", "call_id": "z"})
+    r.user("Show me the build log")
+    huge = "\n".join(f"step {i} ok" for i in range(300_000)) + "\nfailed at the capybara stage"
+    r.call("call_9", "shell", {"command": ["cat", "build.log"]}, huge, code=2)
+    r.torn('{"timestamp": "2026-10-15T10:00:00.000Z", "type": "response_item", "payload": {')
+    engine, _ = await _open(root, r.path, dirs)
+    try:
+        out = await engine.index_search("capybara stage", "conversation")
+        assert out.hits
+        hit = out.hits[0]
+        assert hit["kind"] == "tool.result"
+        assert hit["call"]["name"] == "shell"
+        page = await engine.recall(hit["seq"], start=300_001, count=1)
+        assert "capybara" in page.text
+        assert "(error)" in out.text
+    finally:
+        await engine.close()
