@@ -224,8 +224,7 @@ def _client_name(ctx: Any) -> str | None:
 
 def build_server(session: McpSession) -> Any:
     """The low-level MCP server of one session."""
-    import mcp_types as types  # noqa: PLC0415  the optional dependency, imported when serving
-
+    from mcp import types  # noqa: PLC0415  the optional dependency, imported when serving
     from mcp.server.lowlevel import Server  # noqa: PLC0415
 
     tools = [types.Tool.model_validate(t) for t in mcp_tools()]

@@ -54,8 +54,7 @@ def _env(data: Path, config: Path) -> dict[str, str]:
 async def _server_run(
     root: Path, env: dict[str, str], queries: list[str], searches: int
 ) -> dict[str, Any]:
-    import mcp_types as types
-    from mcp import ClientSession
+    from mcp import ClientSession, types
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(

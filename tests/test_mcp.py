@@ -12,9 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from nodwyn_retrieval.actors.earlier import DISABLED
 from nodwyn_retrieval.mcp_server import mcp_tools
