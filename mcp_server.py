@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -224,7 +225,8 @@ def _client_name(ctx: Any) -> str | None:
 
 def build_server(session: McpSession) -> Any:
     """The low-level MCP server of one session."""
-    from mcp import types  # noqa: PLC0415  the optional dependency, imported when serving
+    import anyio  # noqa: PLC0415  the optional dependency's, imported when serving
+    from mcp import types  # noqa: PLC0415
     from mcp.server.lowlevel import Server  # noqa: PLC0415
 
     tools = [types.Tool.model_validate(t) for t in mcp_tools()]
@@ -244,7 +246,9 @@ def build_server(session: McpSession) -> Any:
         try:
             yield {}
         finally:
-            await session.close()
+            # Also when the server is cancelled (the client's SIGTERM): the close is shielded.
+            with anyio.CancelScope(shield=True):
+                await session.close()
 
     from nodwyn_retrieval import __version__  # noqa: PLC0415
 
@@ -259,6 +263,20 @@ async def serve(session: McpSession) -> None:
     from mcp.server.stdio import stdio_server  # noqa: PLC0415
 
     server = build_server(session)
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    async def stop() -> None:
+        await session.close()
+        os._exit(0)  # stdin's reader is a thread blocked in a read: nothing else ends it
+
+    def on_sigterm() -> None:
+        # A client stopping the server with SIGTERM gets the Engine closed as at a closed stdin.
+        if not stopping:
+            stopping.append(loop.create_task(stop()))
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 

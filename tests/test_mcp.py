@@ -21,8 +21,6 @@ from nodwyn_retrieval.mcp_server import mcp_tools
 from tests.support import GIT_ENV, make_repo
 from tests.test_transcripts import ClaudeSession, CodexRollout, _claude_story
 
-pytestmark = pytest.mark.asyncio
-
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
@@ -90,6 +88,7 @@ def cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
+@pytest.mark.asyncio
 async def test_claude_code_session_through_the_server(tmp_path: Path, env: dict[str, str]) -> None:
     root = make_repo(
         tmp_path / "repo",
@@ -205,6 +204,7 @@ async def test_claude_code_session_through_the_server(tmp_path: Path, env: dict[
     assert "server session log" in cli(env, root, "status").stdout
 
 
+@pytest.mark.asyncio
 async def test_codex_rollout_through_the_server(tmp_path: Path, env: dict[str, str]) -> None:
     root = make_repo(tmp_path / "repo", {"net/retry.py": "RETRY_BUDGET = 5\n"})
     r = CodexRollout(Path(env["CODEX_HOME"]), root)
@@ -229,6 +229,7 @@ async def test_codex_rollout_through_the_server(tmp_path: Path, env: dict[str, s
         assert "net/retry.py:1:RETRY_BUDGET = 5" in text
 
 
+@pytest.mark.asyncio
 async def test_a_root_without_a_transcript(tmp_path: Path, env: dict[str, str]) -> None:
     root = make_repo(tmp_path / "repo", {"a.py": "def walrus():\n    pass\n"})
     async with server(root, env, tmp_path / "err", client="cursor") as s:
@@ -241,6 +242,7 @@ async def test_a_root_without_a_transcript(tmp_path: Path, env: dict[str, str]) 
         assert "\n" not in text
 
 
+@pytest.mark.asyncio
 async def test_log_given_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
     root = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     # a Claude Code transcript kept elsewhere, named with --log: told by its lines
@@ -259,3 +261,43 @@ async def test_log_given_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
     bad = cli(env, root, "mcp", "--log", str(tmp_path / "missing.jsonl"))
     assert bad.returncode == 2
     assert bad.stderr.startswith("nodwyn-retrieval: no log at")
+
+
+def test_sigterm_closes_the_server_cleanly(tmp_path: Path, env: dict[str, str]) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "def marmot():\n    pass\n"})
+    with subprocess.Popen(
+        [sys.executable, "-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
+        cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    ) as p:  # fmt: skip
+        assert p.stdin is not None
+        assert p.stdout is not None
+        assert p.stderr is not None
+
+        def send(obj: dict[str, Any]) -> None:
+            assert p.stdin is not None
+            p.stdin.write(json.dumps(obj) + "\n")
+            p.stdin.flush()
+
+        try:
+            send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "some-client", "version": "1"}}})  # fmt: skip
+            assert json.loads(p.stdout.readline())["id"] == 1
+            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "index-search",
+                             "arguments": {"query": "marmot", "scope": "repo"}}})  # fmt: skip
+            reply = json.loads(p.stdout.readline())
+            assert reply["result"]["isError"] is False
+            assert "a.py:" in reply["result"]["content"][0]["text"]
+            p.terminate()
+            assert p.wait(timeout=60) == 0
+            err = p.stderr.read()
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert "Traceback" not in err
+    (log,) = Path(env["NODWYN_RETRIEVAL_DATA_DIR"]).glob("projects/*/records/mcp-*.jsonl")
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["text"] == "the server closed"
