@@ -195,6 +195,11 @@ def _parser() -> _Parser:
         "--format", choices=FORMATS, default="anthropic",
         help="the API the definitions are for (default: anthropic)",
     )  # fmt: skip
+    q = cmd("mcp", "serve the tools over the Model Context Protocol on stdio (docs/mcp.md)")
+    q.add_argument(
+        "--log", metavar="FILE",
+        help="this session's transcript or log (default: the newest transcript of the root)",
+    )  # fmt: skip
 
     options: set[str] = set()
     stack: list[argparse.ArgumentParser] = [p]
@@ -308,6 +313,9 @@ async def _run(ns: argparse.Namespace) -> tuple[str, Any, str | None]:
             return r.text, r.data, None
         if cmd == "status":
             st = await engine.index_status()
+            from nodwyn_retrieval.mcp_server import record_logs  # noqa: PLC0415 - status only
+
+            st["server_logs"] = [str(p) for p in record_logs(engine.dirs)]
             return _status_text(st), st, None
         if cmd == "forget":
             fg = await engine.index_forget()
@@ -500,6 +508,8 @@ def _status_text(st: dict[str, Any]) -> str:
     out.append(f"earlier tasks: {'on' if st['earlier_tasks'] else 'off'}")
     out.append(f"embeddings: {st['embeddings']}")
     out.append(f"tasks {st['tasks_dir']}")
+    for p in st.get("server_logs", [])[:3]:
+        out.append(f"server session log {p}")
     return "\n".join(out)
 
 
@@ -554,6 +564,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ns = _parser().parse_args(args)
         _log_to_stderr(debug)
+        if ns.command == "mcp":
+            from nodwyn_retrieval import mcp_server  # noqa: PLC0415 - the server only
+
+            return mcp_server.main(ns)
         text, doc, failed = _run_async(_run(ns))
     except BadInput as e:
         if debug:

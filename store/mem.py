@@ -88,7 +88,6 @@ from nodwyn_retrieval.retrieval.events import (
     event_counts,
 )
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
-from nodwyn_retrieval.store.log import event_of
 from nodwyn_retrieval.store.mem_fold import (
     Fold,
     fold_events,
@@ -115,6 +114,7 @@ from nodwyn_retrieval.store.mem_log import (
     covered_end,
     parse_lines,
 )
+from nodwyn_retrieval.store.transcripts import NODWYN, Reader, reader_for
 
 __all__ = [
     "HEAD_BYTES",
@@ -150,13 +150,9 @@ LOCK_SECONDS = 30.0
 
 
 def mem_path(log_path: Path) -> Path:
-    """``<task-id>.mem`` beside ``<task-id>.jsonl`` (any other name: the name with ``.mem``)."""
-    return Path(_mem_file(os.fspath(log_path)))
-
-
-def _mem_file(log_path: str) -> str:
-    return log_path[: -len(".jsonl")] + ".mem" if log_path.endswith(".jsonl") else log_path + ".mem"
-
+    """``<task-id>.mem`` beside ``<task-id>.jsonl`` (any other name: the name with ``.mem``); an
+    agent's transcript's in this project's data directory (store.transcripts.reader_for)."""
+    return Path(reader_for(log_path).mem_file(os.fspath(log_path)))
 
 
 # -- a log as a search sees it -------------------------------------------------------------------
@@ -186,6 +182,8 @@ class LogView:
     """Why the ``.mem`` was rebuilt, when it was (damaged, the log changed); None otherwise."""
     wrote: bool = False
     """Whether this view wrote the ``.mem``."""
+    reader: Reader = NODWYN
+    """What reads the log's lines and places its ``.mem`` (store.transcripts)."""
     _file: Any = None
 
     @classmethod
@@ -196,6 +194,7 @@ class LogView:
         ``write``), and fold the events after it. NotFound when there is no log. ``st`` is the
         log's ``stat`` when the caller has just taken it."""
         view = cls(Path(log_path))
+        view.reader = reader_for(view.path)
         if st is None:
             try:
                 st = os.stat(view.path)
@@ -246,7 +245,7 @@ class LogView:
         return mem, None
 
     def _load(self, st: os.stat_result, write: bool, damaged: str | None = None) -> None:
-        mpath = _mem_file(os.fspath(self.path))
+        mpath = self.reader.mem_file(os.fspath(self.path))
         mem, why = (None, damaged) if damaged is not None else self._checked(mpath, st)
         start = mem.covered if mem is not None else 0
         after = mem.last_seq if mem is not None else 0
@@ -256,7 +255,7 @@ class LogView:
             f = self._log()
             st = os.fstat(f.fileno())
             data = os.pread(f.fileno(), st.st_size - start, start) if st.st_size > start else b""
-            events, _end, skipped = parse_lines(data, start, after)
+            events, _end, skipped = self.reader.parse(data, start, after, mem)
         new_cov, k = covered_end(events, start)
         if k:
             f = self._log()
@@ -356,7 +355,8 @@ class LogView:
         """The event whose line the ``.mem`` places at offset, read from the log now. A line that
         is not that event means the log changed under the search: FormatError."""
         line = self.read_line(offset, length)
-        event = event_of(line) if len(line) == length else None
+        ok = len(line) == length
+        event = self.reader.line_event(line, seq, self.mem, self.read_line) if ok else None
         if event is None or event["seq"] != seq:
             raise FormatError(f"{self.path} no longer holds seq {seq} where its .mem says: rebuild")
         return event

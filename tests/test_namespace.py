@@ -88,7 +88,10 @@ def test_the_wheel_holds_the_package_its_types_and_its_license_only(wheel: Path)
     packages = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
     assert packages == {
         "nodwyn_retrieval",
-        *(f"nodwyn_retrieval/{p}" for p in ("actors", "bus", "guard", "retrieval", "store")),
+        *(
+            f"nodwyn_retrieval/{p}"
+            for p in ("actors", "bus", "guard", "retrieval", "store", "store/transcripts")
+        ),
     }
     assert {f"{p}/py.typed" for p in packages} <= set(names)
     assert f"{dist}/licenses/LICENSE" in names
