@@ -34,15 +34,17 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
 from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import best_lines, clip, plural
-from nodwyn_retrieval.retrieval.words import word_counts, words
+from nodwyn_retrieval.retrieval.words import encode, translate, word_table, words
 
 __all__ = [
     "CALL_WEIGHT",
@@ -51,6 +53,7 @@ __all__ = [
     "MAIN",
     "NAME_WEIGHT",
     "NEVER_RANKED",
+    "PIECE_CHARS",
     "RANKED_KINDS",
     "SELF_TOOLS",
     "Call",
@@ -73,9 +76,10 @@ __all__ = [
     "text_counts",
     "turn_of",
     "unread_reason",
+    "word_runs",
 ]
 
-EVENTS_VERSION = 1
+EVENTS_VERSION = 2 * 100 + BLOBS_VERSION  # 2: blobs are not words
 """Bumped whenever what an event is indexed by changes (its text, weights, what is ranked): it is
 part of a ``.mem``'s validity, so every ``.mem`` is rebuilt after a change."""
 
@@ -120,6 +124,11 @@ NAME_WEIGHT = 3
 """An attached file's name counts three times its text, as a chunk's path does (§6)."""
 CARD_LINE_CHARS = 100
 """A card holds the first line of its turn's first person.message, cut at this many characters."""
+PIECE_CHARS = 4000
+"""A line of an event longer than this is cut into pieces of this many characters, each numbered
+as a line: a recall pages a 40,000-character line (or a 5 MB tool output on one line) as it pages
+lines, and every character can be reached with ``start``."""
+_PIECE_NOTES = 3
 CALL_CHARS = 160
 """A call shown in a result's line or a recall's header is cut here (a write's whole content is
 an argument; recall's body shows it whole)."""
@@ -334,6 +343,9 @@ class EventText:
     """An attached file's name."""
     redacted: int = 0
     """How many credentials redaction replaced."""
+    pieces: tuple[tuple[int, int, int], ...] = ()
+    """Each line of the event longer than :data:`PIECE_CHARS`: ``(first, last, characters)``,
+    the lines (1-based) its pieces are numbered as and its length."""
 
     @property
     def label(self) -> str:
@@ -354,16 +366,37 @@ class EventText:
         return out
 
 
+def _n_pieces(line: str) -> int:
+    return max(1, -(-len(line) // PIECE_CHARS))
+
+
+def _in_pieces(lines: list[str]) -> tuple[list[str], list[tuple[int, int, int]]]:
+    """Lines with each one longer than PIECE_CHARS cut into pieces; and where those lie."""
+    if all(len(x) <= PIECE_CHARS for x in lines):
+        return lines, []
+    out: list[str] = []
+    where: list[tuple[int, int, int]] = []
+    for line in lines:
+        if len(line) <= PIECE_CHARS:
+            out.append(line)
+            continue
+        first = len(out) + 1
+        out.extend(line[i : i + PIECE_CHARS] for i in range(0, len(line), PIECE_CHARS))
+        where.append((first, len(out), len(line)))
+    return out, where
+
+
 def event_text(event: Mapping[str, Any]) -> EventText:
-    """The event's redacted text in lines, as recall shows it and a search numbers it."""
+    """The event's redacted text in lines, as recall shows it and a search numbers it; a line
+    longer than :data:`PIECE_CHARS` is numbered as its pieces."""
     segs, call, title = _segments(event)
     body = redact(_joined(s for s, _ in segs))
-    lines = tuple(split_lines(body.text))
+    lines, pieces = _in_pieces(split_lines(body.text))
     hidden: set[int] = set()
     if not all(ranked for _, ranked in segs):
         n = 0
         for text, ranked in segs:
-            k = max(len(split_lines(text)), 1)
+            k = max(sum(_n_pieces(x) for x in split_lines(text)), 1)
             if not ranked:
                 hidden.update(range(n + 1, n + k + 1))
             n += k
@@ -383,13 +416,14 @@ def event_text(event: Mapping[str, Any]) -> EventText:
         turn=turn_of(event),
         agent=agent_of(event),
         ts=_ts_of(event),
-        lines=lines,
+        lines=tuple(lines),
         call=call,
         calls=tuple(calls),
         hidden=frozenset(hidden),
         error=event.get("error") is True,
         title=shown_title.text,
         redacted=count + shown_title.count,
+        pieces=tuple(pieces),
     )
 
 
@@ -398,14 +432,35 @@ Memo = dict[str, dict[str, int]]
 ADR counts 2,172 repeated reads in 3,864), and counting a text's words once is enough."""
 
 
+def word_runs(text: str) -> list[bytes]:
+    """The runs of text (retrieval.words.runs) with its blobs left out (retrieval.blobs): a
+    base64 image, a hex dump or a minified bundle in an event gives no words."""
+    return translate(blank_blobs(encode(text))).split()
+
+
+def _word_counts(text: str) -> dict[str, int]:
+    """retrieval.words.word_counts over :func:`word_runs`."""
+    table = word_table()
+    counted = Counter(word_runs(text))
+    counts: dict[int, int] = {}
+    get = counts.get
+    for code, n in zip(map(table.__getitem__, counted), counted.values(), strict=True):
+        if code >= 0:
+            counts[code] = get(code, 0) + n
+        else:
+            for i in table.ids(code):
+                counts[i] = get(i, 0) + n
+    return dict(zip(map(table.words.__getitem__, counts), counts.values(), strict=True))
+
+
 def text_counts(text: str, memo: Memo | None = None) -> dict[str, int]:
-    """The words of text, redacted first, with their counts. The dict may be one of memo's
-    values: do not change it."""
+    """The words of text, redacted first, with their counts, its blobs left out. The dict may be
+    one of memo's values: do not change it."""
     if memo is not None:
         got = memo.get(text)
         if got is not None:
             return got
-    counts = word_counts(redact(text).text) if text else {}
+    counts = _word_counts(redact(text).text) if text else {}
     if memo is not None:
         memo[text] = counts
     return counts
@@ -778,7 +833,12 @@ def render_recall(
     first = start or 1
     last = total if count is None else min(total, first + count - 1)
     ranged = start is not None or count is not None
-    budget = cap - sum(len(h) + 1 for h in head) - sum(len(t) + 1 for t in tail)
+    # A line in pieces is said so above the lines (at most a few notes; their room is kept).
+    near = [p for p in et.pieces if p[0] <= last and p[1] >= first]
+    note_room = 90 * min(len(near), _PIECE_NOTES + 1)
+    budget = (
+        cap - sum(len(h) + 1 for h in head) - sum(len(t) + 1 for t in tail) - note_room
+    )
     body: list[str] = []
     used = 0
     shown_last = first - 1
@@ -801,6 +861,14 @@ def render_recall(
     out = list(head)
     if paged and total:
         out.append(f"[lines {first}-{shown_last} of {total}]")
+    shown_pieces = [p for p in near if p[0] <= shown_last]
+    for a, b, n_chars in shown_pieces[:_PIECE_NOTES]:
+        out.append(
+            f"[lines {a}-{b} are one line of {n_chars:,} characters, in pieces of"
+            f" {PIECE_CHARS:,}]"
+        )
+    if len(shown_pieces) > _PIECE_NOTES:
+        out.append(f"[and {len(shown_pieces) - _PIECE_NOTES} more long lines in pieces]")
     out.extend(body)
     if cut:
         nxt = shown_last + 1
@@ -819,6 +887,7 @@ def render_recall(
         "cut": cut,
         "results": [{"call": c.to_json(), "seq": s} for c, s in results],
         "redacted": et.redacted,
+        "pieces": [{"start": a, "end": b, "chars": n} for a, b, n in shown_pieces],
         "provenance": "external:log",
         "text": text,
     }
