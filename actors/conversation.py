@@ -267,7 +267,7 @@ def _collection(
 
 
 # The reordering of a search's best documents (docs/conversation.md, "What ranks first").
-CANDIDATES = 4
+CANDIDATES = 3
 """Documents ranked by BM25 per result wanted, before the setup weight, the collapse of
 near-duplicates and the originals before their echoes pick and order the results."""
 SETUP_WEIGHT = 0.3
@@ -298,10 +298,10 @@ class _Candidate:
     length: int  # the document's weighted length
     tfs: tuple[int, ...]  # each query word's frequency in it
     also: list[int] = field(default_factory=list)
+    words: frozenset[int] = frozenset()  # the query words it holds
 
-    @property
-    def words(self) -> frozenset[int]:
-        return frozenset(i for i, t in enumerate(self.tfs) if t)
+    def __post_init__(self) -> None:
+        self.words = frozenset(i for i, t in enumerate(self.tfs) if t)
 
 
 def _first_person_seq(src: Source) -> int | None:

@@ -202,8 +202,10 @@ def blob_spans(data: bytes) -> list[tuple[int, int]]:
     looked for with ``bytes.translate`` and ``bytes.find`` (several hundred MB/s), and its
     expression runs only over a text that may hold one: most files hold none.
     """
+    if len(data) < MIN_RUN:
+        return []  # shorter than any blob: most events' texts
     spans = _base64_spans(data)
-    if data.find(b"ata:") >= 0 or data.find(b"ATA:") >= 0:
+    if data.find(b"ata:") >= 0:  # data: or Data: (the expression takes any case)
         spans.extend((m.start(1), m.end(1)) for m in _DATA_URI.finditer(data))
     spans.extend(_dump_lines(data))
     spans.extend(_long_lines(data))
