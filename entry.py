@@ -2,10 +2,15 @@
 
 An agent loop opens one :class:`Engine` per session and working tree::
 
-    engine = await Engine.open(root, log="task.jsonl")
+    engine = await Engine.open(root, log="task.jsonl")   # the loop writes task.jsonl
     out = await engine.index_search("credential binding", scope="repo")
     print(out.text)          # exactly what the model reads (§7)
     await engine.close()
+
+A session log has one writer (docs/log-format.md, "Who writes the log"): the loop that passes
+``log=`` writes it and the engine only reads it, keeping its own records in
+``<task-id>.records.ndjson`` beside it (or handing them to ``record=``); with ``owns_log=True``
+the engine is the writer and the loop appends through :attr:`Engine.log`.
 
 The engine starts the actors (refresher, indexer, conversation, earlier, gc, embedder) on an actor
 system, validates every argument at this edge (:mod:`nodwyn_retrieval.tools`), and renders what
@@ -16,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +37,7 @@ from nodwyn_retrieval.actors.gc import Collect, GcActor
 from nodwyn_retrieval.actors.indexer import IndexerActor
 from nodwyn_retrieval.actors.messages import (
     Forget,
+    Progress,
     Refresh,
     Refreshed,
     SaveSnapshot,
@@ -46,7 +54,7 @@ from nodwyn_retrieval.guard import Decision, Guard, Recorder, default_guard
 from nodwyn_retrieval.retrieval.render import RepoResult, plural, render_repo
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 from nodwyn_retrieval.store.config import Config, earlier_tasks, load_config
-from nodwyn_retrieval.store.log import LogWriter, log_path
+from nodwyn_retrieval.store.log import LogWriter, list_tasks, log_path, records_path, tail_of
 from nodwyn_retrieval.store.manifest import list_manifests, load_manifest, manifest_path
 from nodwyn_retrieval.store.paths import (
     ProjectDirs,
@@ -60,11 +68,13 @@ from nodwyn_retrieval.tools import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     SCOPES,
+    ToolFormat,
     check_limit,
     check_query,
     check_scope,
     only,
     tool_definitions,
+    working_rule,
 )
 
 __all__ = [
@@ -76,6 +86,8 @@ __all__ = [
     "ToolOutput",
     "UpdateOutput",
 ]
+
+_logger = logging.getLogger("nodwyn_retrieval.entry")
 
 SEARCH_SECONDS = 10.0  # §5: a search refreshes for at most 10 s
 UPDATE_SECONDS = 60.0  # §5: an index-update reads for at most 60 s a call
@@ -95,6 +107,7 @@ class Engine:
         guard: Guard,
         log: LogWriter | None,
         log_path: Path | None,
+        records: _Records | None,
         system: ActorSystem,
         pool: ProcessPool,
         refresher: ActorRef,
@@ -111,7 +124,12 @@ class Engine:
         self.config = config
         self.guard = guard
         self.log = log
+        """The session log's writer when the engine owns the log (``owns_log=True``), else None."""
         self.log_path = log_path
+        """The session log the conversation scope and recall read, or None."""
+        self._records = records
+        self.records_path = records.path if records is not None else None
+        """The file of the engine's own records beside a log it only reads, or None."""
         self._system = system
         self._pool = pool
         self._refresher = refresher
@@ -137,8 +155,8 @@ class Engine:
         data_dir: str | os.PathLike[str] | None = None,
         config_dir: str | os.PathLike[str] | None = None,
         log: str | os.PathLike[str] | None = None,
+        owns_log: bool = False,
         record: Callable[[dict[str, Any]], None] | None = None,
-        write_log: bool = True,
         guard: Guard | None = None,
         checkers: Sequence[Any] = (),
         limits: Limits | None = None,
@@ -147,24 +165,34 @@ class Engine:
         """Open a session on the working tree at root (its git top level when it is in one).
 
         ``log`` is this session's ``.jsonl`` (docs/log-format.md): the conversation scope and
-        recall read it. ``record`` receives each ``guard.decision`` and ``index.update`` event (a
-        dict with its ``kind``): an agent loop that writes its own log passes its own append, so
-        the log keeps one writer. Without it, and with a log, the engine appends to the log
-        itself, unless ``write_log`` is False (the command line only reads a log: its agent loop
-        is its writer); with neither, nothing is recorded.
+        recall read it. It need not exist yet: until it does, the conversation has no events.
+
+        A log has one writer. By default that is the agent loop: the engine only reads the log,
+        and its own records (each ``guard.decision`` and ``index.update``) go to ``record`` when
+        given (a dict with its ``kind``; the loop decides where it goes), else to
+        ``<task-id>.records.ndjson`` beside the log (:attr:`records_path`). With ``owns_log=True``
+        the engine is the writer: it creates the log if needed, appends its records to it (unless
+        ``record`` is given), and the loop appends its own events through :attr:`log`. Without
+        a log, records go to ``record`` or nowhere.
         """
+        log_path = Path(log) if log is not None else None
+        if owns_log and log_path is None:
+            raise BadInput("owns_log=True needs log=: the session log the engine is to write")
+        if log_path is not None and log_path.is_dir():
+            raise BadInput(f"log {log_path} is a directory: give the path of a .jsonl file")
         top, ddir, cdir, key, dirs, config = await asyncio.to_thread(
             _prepare, Path(root), data_dir, config_dir
         )
-        log_path = Path(log) if log is not None else None
         writer: LogWriter | None = None
+        records: _Records | None = None
         sink: Callable[[dict[str, Any]], None] | None = record
-        if sink is None and log_path is not None and write_log:
-            # No sink of the loop's own: the events go to the session log through our writer.
-            writer = await asyncio.to_thread(_open_log, log_path)
-            sink = _log_sink(writer)
-        elif log_path is not None and not log_path.is_file():
-            raise NotFound(f"no log at {log_path}: give the path of this session's .jsonl")
+        if log_path is not None and owns_log:
+            writer = await asyncio.to_thread(LogWriter, log_path)
+            if sink is None:
+                sink = _log_sink(writer)
+        elif log_path is not None and sink is None:
+            records = _Records(records_path(log_path), log_path)
+            sink = records
         recorder: Recorder | None = None
         if sink is not None:
             to_log = sink
@@ -213,12 +241,12 @@ class Engine:
         await system.started()
         engine = cls(
             root=top, dirs=dirs, key=key, config_dir=cdir, config=config, guard=g, log=writer,
-            log_path=log_path, system=system, pool=pool, refresher=refresher, indexer=indexer,
-            conversation=conversation, earlier=earlier, gc=gc, embedder=embedder,
+            log_path=log_path, records=records, system=system, pool=pool, refresher=refresher,
+            indexer=indexer, conversation=conversation, earlier=earlier, gc=gc, embedder=embedder,
         )  # fmt: skip
         engine._open_args = {
             "data_dir": ddir, "config_dir": cdir, "log": log, "record": record,
-            "write_log": write_log, "guard": guard,
+            "owns_log": owns_log, "guard": guard,
             "checkers": checkers, "limits": limits, "workers": workers,
         }  # fmt: skip
         return engine
@@ -232,6 +260,8 @@ class Engine:
         await self._pool.close()
         if self.log is not None:
             self.log.close()
+        if self._records is not None:
+            self._records.close()
 
     async def __aenter__(self) -> Engine:
         return self
@@ -265,26 +295,32 @@ class Engine:
         query = check_query(query)
         scope = check_scope(scope)
         limit = check_limit(limit)
+        self._mark()
         if scope == "repo":
             rel = self._check_path(path)
             return await self._search_repo(query, limit, rel)
         if path is not None:
             raise BadInput(f"path narrows a repo search only, not {scope}")
         if scope == "conversation":
-            if self._conversation is None:
-                raise BadInput(
-                    "scope conversation needs this session's log: open the engine with log=..."
-                    " (--log FILE or --task ID on the command line)"
-                )
+            if self._conversation is None or self.log_path is None:
+                raise BadInput(NO_CONVERSATION)
+            if not self.log_path.exists():
+                return _no_events_yet(query)
             return await self._conversation.ask_as(LogSearch(query, limit), SearchOutput)
         allowed = earlier_tasks(self.config_dir, self.key)
         return await self._earlier.ask_as(EarlierSearch(query, limit, allowed), SearchOutput)
 
     async def _refresh(
-        self, seconds: float, directory: str | None = None, update: bool = False
+        self,
+        seconds: float,
+        directory: str | None = None,
+        update: bool = False,
+        progress: Progress | None = None,
     ) -> Refreshed:
         deadline = asyncio.get_running_loop().time() + seconds
-        return await self._refresher.ask_as(Refresh(deadline, directory, update), Refreshed)
+        return await self._refresher.ask_as(
+            Refresh(deadline, directory, update, progress), Refreshed
+        )
 
     async def _search_repo(self, query: str, limit: int, path: str | None) -> SearchOutput:
         r = await self._refresh(SEARCH_SECONDS)
@@ -298,11 +334,12 @@ class Engine:
         if r.read or r.removed:
             await self._gc.tell(Collect(force=False))
         results = [x for x in found.results if isinstance(x, RepoResult)]
-        head = _repo_header(found.chunks, found.files, r)
+        head = _repo_header(found.matched, found.chunks, found.files, r)
         if not results:
             where = f" under {path}" if path else ""
             head += f"\nno chunk{where} matches {query!r}"
         header = {
+            "matched": found.matched,
             "chunks": found.chunks,
             "files": found.files,
             "partial": r.partial,
@@ -323,12 +360,18 @@ class Engine:
         ]
         return SearchOutput("repo", query, render_repo(head, results), header, hits)
 
-    async def index_update(self, path: str | None = None) -> UpdateOutput:
-        """index-update (§1, §5): bring the index up to date for at most 60 s; resumable."""
+    async def index_update(
+        self, path: str | None = None, *, progress: Progress | None = None
+    ) -> UpdateOutput:
+        """index-update (§1, §5): bring the index up to date for at most 60 s; resumable.
+
+        ``progress``, when given, is filled in as the call goes (files and bytes to read and
+        read so far), for a display that reads it from another task."""
         rel = self._check_path(path)
         directory = rel if rel and (self.root / rel).is_dir() else None
+        self._mark()
         start = asyncio.get_running_loop().time()
-        r = await self._refresh(UPDATE_SECONDS, directory, update=True)
+        r = await self._refresh(UPDATE_SECONDS, directory, update=True, progress=progress)
         await self._indexer.ask(SaveSnapshot(start + UPDATE_SECONDS))
         await self._gc.tell(Collect(force=False))
         skipped = {
@@ -348,6 +391,8 @@ class Engine:
             "not_read": r.not_read,
             "seconds": round(r.seconds, 3),
             "bytes": r.bytes,
+            "saved": r.saved,
+            "store_error": r.store_error,
         }
         return UpdateOutput(_update_text(r, rel), summary)
 
@@ -366,11 +411,11 @@ class Engine:
             return await self._earlier.ask_as(
                 EarlierRecall(task, seq, start, count, allowed), ToolOutput
             )
-        if self._conversation is None:
-            raise BadInput(
-                "recall needs this session's log: open the engine with log=..."
-                " (--log FILE or --task ID on the command line)"
-            )
+        if self._conversation is None or self.log_path is None:
+            raise BadInput(NO_RECALL)
+        self._mark()
+        if not self.log_path.exists():
+            raise NotFound(f"no event with seq {seq} in this log (it has no events yet)")
         return await self._conversation.ask_as(Recall(seq, start, count), ToolOutput)
 
     async def memory_search(self, query: str, limit: int = DEFAULT_LIMIT) -> SearchOutput:
@@ -430,9 +475,40 @@ class Engine:
 
     # -- tools for an agent loop (§1, §11) --------------------------------------------------
 
-    def tools(self) -> list[dict[str, Any]]:
-        """The tool definitions an agent loop offers its model, with the working rule."""
-        return tool_definitions(conversation=self._conversation is not None)
+    def tools(self, format: ToolFormat = "anthropic") -> list[dict[str, Any]]:
+        """The tool definitions to offer the model, as the API named by ``format`` takes them:
+        ``"anthropic"`` (Messages API ``tools``), ``"openai"`` (Chat Completions ``tools``) or
+        ``"mcp"`` (MCP ``tools/list``). Only what can work in this session is offered: without a
+        log no conversation scope and no recall; the earlier scope (and recall's ``task``) when
+        the project has other tasks. The working rule for the system prompt is
+        :meth:`working_rule`."""
+        return tool_definitions(
+            format=format,
+            conversation=self._conversation is not None,
+            earlier=self._earlier_offered(),
+        )
+
+    def working_rule(self) -> str:
+        """The one working rule to put in the model's system prompt beside the tools (§11)."""
+        return working_rule(conversation=self._conversation is not None)
+
+    def _earlier_offered(self) -> bool:
+        """Whether the project holds a task log other than this session's."""
+        mine = None
+        if self.log_path is not None:
+            with contextlib.suppress(OSError):
+                mine = self.log_path.resolve()
+        for task in list_tasks(self.dirs.tasks):
+            p = self.dirs.tasks / f"{task}.jsonl"
+            with contextlib.suppress(OSError):
+                if p.resolve() != mine:
+                    return True
+        return False
+
+    def _mark(self) -> None:
+        """Records made from now on follow the session log's last event."""
+        if self._records is not None:
+            self._records.mark()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
         """Run one tool call; bad arguments and refusals come back as an error result."""
@@ -442,7 +518,9 @@ class Engine:
             if name == "index-search":
                 only(arguments, {"query", "scope", "limit", "path"}, name)
                 if "scope" not in arguments:
-                    raise BadInput("scope is required: repo, conversation or earlier")
+                    offered = [s for s, on in zip(SCOPES, (True, self._conversation is not None,
+                               self._earlier_offered()), strict=True) if on]  # fmt: skip
+                    raise BadInput(f"scope is required: {_either(offered)}")
                 out = await self.index_search(
                     arguments.get("query"),  # type: ignore[arg-type]
                     arguments["scope"],
@@ -468,8 +546,9 @@ class Engine:
             return ToolOutput(str(e), True, "external:file")
 
 
-def _repo_header(chunks: int, files: int, r: Refreshed) -> str:
-    head = f"ranked {plural(chunks, 'chunk')} in {plural(files, 'file')}"
+def _repo_header(matched: int, chunks: int, files: int, r: Refreshed) -> str:
+    verb = "matches" if matched == 1 else "match"
+    head = f"{matched:,} of {plural(chunks, 'chunk')} in {plural(files, 'file')} {verb}"
     notes = []
     if r.not_read:
         notes.append(
@@ -558,7 +637,65 @@ def _log_sink(writer: LogWriter) -> Callable[[dict[str, Any]], None]:
     return sink
 
 
-def _open_log(path: Path) -> LogWriter:
-    if not path.is_file():
-        raise NotFound(f"no log at {path}: give the path of this session's .jsonl")
-    return LogWriter(path)
+def _either(names: Sequence[str]) -> str:
+    """'repo', 'repo or conversation', 'repo, conversation or earlier'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+NO_CONVERSATION = (
+    "scope conversation is not available: this session keeps no conversation log; "
+    "use scope repo"
+)
+NO_RECALL = "recall is not available: this session keeps no conversation log"
+
+
+def _no_events_yet(query: str) -> SearchOutput:
+    text = "ranked 0 of the 0 events in this conversation (0 turns)\nno event matches those words"
+    header = {"events": 0, "ranked": 0, "turns": 0, "text": text.split("\n", 1)[0]}
+    return SearchOutput("conversation", query, text, header, [])
+
+
+class _Records:
+    """The engine's own records beside a session log it only reads (docs/log-format.md).
+
+    ``<task-id>.records.ndjson``, in the log's own format and numbering of its own, written by
+    this engine alone; created at the first record. Each record carries ``log_seq``, the seq of
+    the session log's last event when the call that made it began (0 before any), and that
+    event's turn. A record that cannot be written is said once as a warning and the work goes on:
+    a record is never worth a failed search."""
+
+    def __init__(self, path: Path, log_path: Path) -> None:
+        self.path = path
+        self.log_path = log_path
+        self._lock = threading.Lock()
+        self._writer: LogWriter | None = None
+        self._failed = False
+        self._seq = 0
+        self._turn = 1
+
+    def mark(self) -> None:
+        seq, turn = tail_of(self.log_path)
+        self._seq, self._turn = seq, max(turn, 1)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        body = dict(event)
+        kind = body.pop("kind")
+        for k in ("seq", "ts", "log_seq"):
+            body.pop(k, None)
+        turn = body.pop("turn", None) or self._turn
+        agent = body.pop("agent", "main")
+        with self._lock:
+            if self._failed:
+                return
+            try:
+                if self._writer is None:
+                    self._writer = LogWriter(self.path)
+                self._writer.append(kind, turn=turn, agent=agent, log_seq=self._seq, **body)
+            except RetrievalError as exc:
+                self._failed = True
+                _logger.warning("the engine's records are not kept: %s", exc)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()

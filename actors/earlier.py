@@ -182,7 +182,11 @@ class EarlierActor(Actor):
         self.current = Path(current) if current is not None else None
         self._pool: ProcessPool | None = None
         self._current_id: tuple[int, int] | None = None
-        if self.current is not None:
+        self._find_current()
+
+    def _find_current(self) -> None:
+        """The current log's identity; looked for again while it does not exist yet."""
+        if self.current is not None and self._current_id is None:
             try:
                 st = self.current.stat()
                 self._current_id = (st.st_dev, st.st_ino)
@@ -231,6 +235,7 @@ class EarlierActor(Actor):
         except OSError as exc:
             raise store_error("listing", self.tasks_dir, exc) from exc
         self._remove_orphans(list(entries))
+        self._find_current()
         out: list[Task] = []
         for name, entry in entries.items():
             if not name.endswith(LOG_SUFFIX):

@@ -25,6 +25,7 @@ from nodwyn_retrieval.actors.messages import (
     Forget,
     IndexedFiles,
     IndexFiles,
+    Progress,
     SaveSnapshot,
     SearchTree,
     TreeFound,
@@ -176,7 +177,7 @@ class IndexerActor(Actor):
         else:
             changes, missing = {p: None for p in msg.drop if p in self.tree.files}, []
         found: list[TreeFound] = []
-        analyzed = await self._read_and_analyze(msg.read, msg.deadline, found)
+        analyzed = await self._read_and_analyze(msg.read, msg.deadline, found, msg.progress)
         results, store_error = await asyncio.to_thread(self._store_all, analyzed)
         for stat, a, rec in results:
             if rec is None:
@@ -255,7 +256,11 @@ class IndexerActor(Actor):
         return out, error
 
     async def _read_and_analyze(
-        self, stats: Sequence[FileStat], deadline: float, found: list[TreeFound]
+        self,
+        stats: Sequence[FileStat],
+        deadline: float,
+        found: list[TreeFound],
+        progress: Progress | None = None,
     ) -> list[tuple[FileStat, Analyzed, bytes]]:
         """Read files through the guard in path order and analyse each as it arrives.
 
@@ -299,6 +304,8 @@ class IndexerActor(Actor):
                 res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
             for (i, st, data), a in zip(items, res, strict=True):
                 done[i] = (st, a, data)
+                if progress is not None:
+                    progress.advance(len(data))
 
         def flush() -> None:
             nonlocal batch, batch_bytes
@@ -318,6 +325,8 @@ class IndexerActor(Actor):
                 if not decision.allowed:
                     skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
                     found.append(TreeFound(st, None, skip))
+                    if progress is not None:
+                        progress.advance(0)
                     return
                 # A read in flight is not cancelled at the deadline (it takes milliseconds):
                 # cancelling an open in a worker thread would leave its file open.
@@ -331,10 +340,10 @@ class IndexerActor(Actor):
                         reading.discard(me)
             if data is not None:
                 read_bytes += len(data)
-            if data is None:
-                found.append(TreeFound(st, None, "gone"))
-            elif len(data) > MAX_FILE_BYTES:
-                found.append(TreeFound(st, None, "too_large"))
+            if data is None or len(data) > MAX_FILE_BYTES:
+                found.append(TreeFound(st, None, "gone" if data is None else "too_large"))
+                if progress is not None:
+                    progress.advance(0)
             elif use_pool:
                 batch.append((i, st, data))
                 batch_bytes += len(data)
@@ -342,6 +351,8 @@ class IndexerActor(Actor):
                     flush()
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
+                if progress is not None:
+                    progress.advance(len(data))
 
         readers = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
         try:
@@ -435,6 +446,7 @@ class IndexerActor(Actor):
     async def _search(self, msg: SearchTree) -> TreeSearched:
         words = ranking_words(msg.query)
         hits = self.tree.search(words, msg.limit * 2 + 4, msg.path)
+        matched = self.tree.count_matching(words, msg.path)
         results: list[RepoResult] = []
         gone: list[str] = []
         cache: dict[str, bytes | None] = {}
@@ -464,14 +476,15 @@ class IndexerActor(Actor):
                     h.path,
                     h.start,
                     h.start + len(chunk) - 1,
-                    red[0],
+                    next((x for x in red if x.strip()), red[0]),
                     tuple(best_lines(numbered, words)),
                     h.score,
                 )
             )
         return TreeSearched(
-            tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone)
-        )
+            tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone),
+            matched=matched,
+        )  # fmt: skip
 
 
 def _chunk_lines(data: bytes, start: int, end: int) -> list[str]:

@@ -421,6 +421,8 @@ class RefresherActor(Actor):
         t0 = time.perf_counter()
         plan = await asyncio.to_thread(self._plan, msg.directory, msg.update)
         to_read, drop, skipped, over = plan.to_read, plan.drop, plan.skipped, plan.over
+        if msg.progress is not None:
+            msg.progress.plan(len(to_read), sum(st.size for st in to_read))
         extra = self._extra
         touched: dict[str, Entry | None] = dict(drop)
         need_sync = self._synced != self.manifest.generation
@@ -452,7 +454,8 @@ class RefresherActor(Actor):
             for st in to_read:
                 target.pop(st.path, None)
         done = await self.indexer.ask_as(
-            IndexFiles(target, tuple(to_read), msg.deadline, tuple(drop)), IndexedFiles
+            IndexFiles(target, tuple(to_read), msg.deadline, tuple(drop), msg.progress),
+            IndexedFiles,
         )
         missing = list(done.missing)
         rounds = [done]
