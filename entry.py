@@ -209,8 +209,8 @@ class Engine:
             recorder=recorder,
         )
         system = ActorSystem()
-        # Workers start from a fork server that has already imported what they run.
-        pool = ProcessPool(max_workers=workers, preload=["numpy", "actors._work"])
+        # Workers import what they run once, as they start (bus/pool.py).
+        pool = ProcessPool(max_workers=workers, preload=["numpy", "nodwyn_retrieval.actors._work"])
         mpath = manifest_path(dirs.trees, top)
         snap = mpath.with_suffix(".snap")
         indexer = system.spawn(

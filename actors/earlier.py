@@ -45,7 +45,7 @@ from nodwyn_retrieval.actors.conversation import (
 from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
 from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
-from nodwyn_retrieval.retrieval.events import hit_json, render_hits
+from nodwyn_retrieval.retrieval.event_render import hit_json, render_hits
 from nodwyn_retrieval.retrieval.render import plural
 from nodwyn_retrieval.store.atomic import file_lock, store_error
 from nodwyn_retrieval.store.config import Config

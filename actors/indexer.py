@@ -108,6 +108,8 @@ class IndexerActor(Actor):
         self.snapshot_path = snapshot_path
         self.tree = TreeIndex()
         self._snapshot_base: TreeSegment | None = None
+        self._snapshot_lock = asyncio.Lock()
+        self._saving: asyncio.Task[None] | None = None  # a snapshot written after the answer
         self._rebuilt = 0
 
     def __repr__(self) -> str:
@@ -119,6 +121,12 @@ class IndexerActor(Actor):
         if base is not None:
             self.tree = TreeIndex(base)
             self._snapshot_base = base
+
+    async def on_stop(self) -> None:
+        # What this session read is kept for the next one, even when no call had time to save it.
+        self._save_soon()
+        if self._saving is not None:
+            await self._saving
 
     async def handle(self, message: object) -> object:
         match message:
@@ -133,6 +141,7 @@ class IndexerActor(Actor):
                 if self.tree.dirty:
                     self.tree.compact()
                 if not self._should_snapshot(deadline):
+                    self._save_soon()
                     return None
                 return await self._save_snapshot()
         raise TypeError(f"indexer cannot handle {type(message).__name__}")
@@ -191,6 +200,10 @@ class IndexerActor(Actor):
         if self._should_snapshot(msg.deadline):
             err = await self._save_snapshot()
             store_error = store_error or err
+        else:
+            # No time left in the bound (a partial first build spends it all on reads): the
+            # snapshot is written after the answer, so a new session starts from what was read.
+            self._save_soon()
         rebuilt = self.store.stats.rebuilt - rebuilt_before + self._rebuilt
         self._rebuilt = 0
         return IndexedFiles(
@@ -391,15 +404,42 @@ class IndexerActor(Actor):
 
     async def _save_snapshot(self) -> str | None:
         base = self.tree.snapshot()
-        if base is self._snapshot_base:
-            return None  # already written
-        self._snapshot_base = base
-        try:
-            data = encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
-            await asyncio.to_thread(write_atomic, self.snapshot_path, data)
-        except StoreError as e:
-            return str(e)
-        return None
+        return await self._write_snapshot(base)
+
+    async def _write_snapshot(self, base: TreeSegment) -> str | None:
+        """Write base as the snapshot unless it already is; one write at a time."""
+        async with self._snapshot_lock:
+            if base is self._snapshot_base:
+                return None  # already written
+            try:
+                # Encoded in a thread: the base is never changed once built (a change makes a
+                # new one), so the next message's work may go on meanwhile.
+                data = await asyncio.to_thread(
+                    lambda: encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
+                )
+                await asyncio.to_thread(write_atomic, self.snapshot_path, data)
+            except StoreError as e:
+                return str(e)
+            self._snapshot_base = base
+            return None
+
+    def _save_soon(self) -> None:
+        """Write the snapshot in the background when the base is new (not while a delta holds
+        changes: the next session then loads the base and takes the delta's records from the
+        chunk store)."""
+        if self.tree.dirty or self.tree.base is self._snapshot_base:
+            return
+        if self._saving is not None and not self._saving.done():
+            return  # the running write takes the newest base when it ends
+        self._saving = asyncio.create_task(self._save_in_background())
+
+    async def _save_in_background(self) -> None:
+        while not self.tree.dirty and self.tree.base is not self._snapshot_base:
+            base = self.tree.base
+            err = await self._write_snapshot(base)
+            if err is not None:
+                log.warning("snapshot %s not written: %s", self.snapshot_path, err)
+                return
 
     # -- searching ------------------------------------------------------------------------
 

@@ -20,8 +20,9 @@ from nodwyn_retrieval.retrieval.events import (
     event_fields,
     kind_of,
     turn_of,
+    word_runs,
 )
-from nodwyn_retrieval.retrieval.words import runs, word_table
+from nodwyn_retrieval.retrieval.words import word_table
 from nodwyn_retrieval.store.mem_log import LoggedEvent
 
 _EV_DTYPES = {
@@ -199,7 +200,7 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
     occ_counts: list[int] = []
     occ_len: list[int] = []
     for text in texts:
-        found = Counter(runs(redact(text).text)) if text else Counter[bytes]()
+        found = Counter(word_runs(redact(text).text)) if text else Counter[bytes]()
         occ_len.append(len(found))
         occ_runs.extend(map(run_index.__getitem__, found))
         occ_counts.extend(found.values())

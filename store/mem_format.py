@@ -96,14 +96,12 @@ _LITTLE = sys.byteorder == "little"
 """Keys are stored little-endian: on such a machine they are searched as native integers."""
 
 
-
 def _align(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
 
 def _bad(what: str) -> FormatError:
     return FormatError(f".mem {what}: rebuild")
-
 
 
 # -- encoding ------------------------------------------------------------------------------------
@@ -334,6 +332,8 @@ class MemIndex:
         self.path = path
         self._names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
         self._cards_raw: list[Any] | None = None
+        self._events: EventArrays | None = None
+        self._doc_events: U32 | None = None
         self._card_turns: list[int] = []
         try:
             self._parse_head()
@@ -536,11 +536,13 @@ class MemIndex:
         return arr
 
     def doc_events(self) -> U32:
-        """Each document's event, an index into :meth:`events`."""
-        arr = np.frombuffer(self._section("doc_event"), dtype="<u4").astype(np.uint32)
-        if arr.size and (int(arr.max()) >= self.n_events or bool(np.any(arr[1:] <= arr[:-1]))):
-            raise _bad("documents do not name events in order")
-        return arr
+        """Each document's event, an index into :meth:`events` (checked once)."""
+        if self._doc_events is None:
+            arr = np.frombuffer(self._section("doc_event"), dtype="<u4").astype(np.uint32)
+            if arr.size and (int(arr.max()) >= self.n_events or bool(np.any(arr[1:] <= arr[:-1]))):
+                raise _bad("documents do not name events in order")
+            self._doc_events = arr
+        return self._doc_events
 
     def segment(self, words: Iterable[str], keys: Mapping[str, int] | None = None) -> Segment:
         """A segment holding only ``words``' postings and every document's length: what
@@ -590,7 +592,13 @@ class MemIndex:
         return self._names_of()[1]
 
     def events(self) -> EventArrays:
-        """Every covered event's seq, line, turn, kind and agent, checked."""
+        """Every covered event's seq, line, turn, kind and agent, checked (once: a search asks
+        for them for its candidates, its results and their cards)."""
+        if self._events is None:
+            self._events = self._read_events()
+        return self._events
+
+    def _read_events(self) -> EventArrays:
         ev = EventArrays(
             seq=np.frombuffer(self._section("ev_seq"), dtype="<u8").astype(np.uint64),
             off=np.frombuffer(self._section("ev_off"), dtype="<u8").astype(np.uint64),
@@ -719,8 +727,6 @@ def postings_of(mem: MemIndex) -> dict[int, dict[int, int]]:
     return out
 
 
-
-
 def read_fields(mem: MemIndex) -> Mapping[str, int]:
     """The head's counts, for status and tests."""
     return {
@@ -731,4 +737,3 @@ def read_fields(mem: MemIndex) -> Mapping[str, int]:
         "cards": mem.n_cards,
         "total_length": mem.total_length,
     }
-
