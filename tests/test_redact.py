@@ -89,8 +89,9 @@ def test_a_canary_of_each_shape_is_redacted_and_never_appears(
     assert out.count == 1
 
 
-def test_every_kind_has_a_canary() -> None:
-    assert {k for k, _, _ in CANARIES} == set(KINDS)
+def test_every_canary_names_a_known_kind() -> None:
+    # Every kind's own canary, drawn from its provider's format, is in tests/test_redact_shapes.py.
+    assert {k for k, _, _ in CANARIES} <= set(KINDS)
 
 
 def test_an_assignment_keeps_its_name_and_quotes() -> None:
