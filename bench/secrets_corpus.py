@@ -23,6 +23,7 @@ import json
 import random
 import string
 import sys
+import urllib.parse
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -276,6 +277,21 @@ PROVIDERS: dict[str, Make] = {
         + "/"
         + "-".join(g.s(HEX, n) for n in (8, 4, 4, 4, 12))
     ),
+    "adobe": lambda g: "p8e-" + g.s(B62, 32),
+    "clickhouse": lambda g: "4b1d" + g.s(B62, 38),
+    "clickup": lambda g: "pk_" + g.digits(8) + "_" + g.s(UPPER_NUM, 32),
+    "duffel": lambda g: "duffel_live_" + g.s(URLSAFE, 43),
+    "frameio": lambda g: "fio-u-" + g.s(URLSAFE, 64),
+    "harness": lambda g: "pat." + g.s(URLSAFE, 22) + "." + g.s(B62, 24) + "." + g.s(B62, 20),
+    "ibm-cloud": lambda g: "IBMCLOUD_APIKEY_" + g.s(URLSAFE, 44),
+    "intra42": lambda g: "s-s4t2ud-" + g.s(HEX, 64),
+    "maxmind": lambda g: g.s(B62, 6) + "_" + g.s(B62, 29) + "_mmk",
+    "sendinblue": lambda g: "xkeysib-" + g.s(HEX, 64) + "-" + g.s(B62, 16),
+    "settlemint": lambda g: "sm_pat_" + g.s(B62, 16),
+    "fly-macaroon": lambda g: "fm2_" + g.b64(120).rstrip("="),
+    "1password-service": lambda g: "ops_eyJ" + g.b64(240).rstrip("="),
+    "aws-secret-key": lambda g: g.b64(30),
+    "authorization-token": lambda g: g.s(B62, 40),
     "okta": lambda g: "00" + g.s(URLSAFE, 40),
     "cloudflare-api-token": lambda g: g.s(URLSAFE, 40),
     "cloudflare-global-key": lambda g: g.s(HEX, 37),
@@ -360,6 +376,11 @@ _CONTEXT: dict[str, tuple[Plant, ...]] = {
     "cloudflare-global-key": (("purge.sh", "curl -H 'X-Auth-Email: ops@example.com' -H 'X-Auth-Key: {s}' https://api.cloudflare.com/client/v4/zones\n"),),
     "discord-bot": ((".env", "DISCORD_BOT_TOKEN={s}\n"), ("bot.py", 'client.run(token="{s}")\n')),
     "twilio-auth-token": (("sms.py", 'TWILIO_AUTH_TOKEN = "{s}"\n'), ("twilio.env", "TWILIO_AUTH_TOKEN={s}\n")),
+    "aws-secret-key": (("credentials.ini", "[default]\naws_access_key_id = AKIA{akid}\naws_secret_access_key = {s}\n"),
+                       (".env.aws", "AWS_SECRET_ACCESS_KEY={s}\n"),
+                       ("deploy.py", 'session = boto3.Session(aws_secret_access_key="{s}")\n')),
+    "authorization-token": (("api.http", "GET https://api.example.com/v2/items\nAuthorization: Token {s}\n"),
+                            ("client.py", 'headers = {{"Authorization": "token {s}"}}\n')),
     "azure-client-secret": (("appsettings.Development.json", '{{"AzureAd": {{"ClientSecret": "{s}"}}}}\n'), _ENV, _PY),
 }  # fmt: skip
 
@@ -454,17 +475,20 @@ def samples(per_shape: int = 4, seed: int = 20261201) -> list[Sample]:
         plants = _CONTEXT.get(shape, _PLAIN_PLANTS)
         for i in range(per_shape):
             secret = make(g)
-            path, tmpl = plants[(i + len(out)) % len(plants)]
+            turn = i if shape in _CONTEXT else i + len(out)
+            path, tmpl = plants[turn % len(plants)]
             env = _env_name(shape)
-            text = tmpl.format(s=secret, env=env, envl=env.lower())
+            text = tmpl.format(s=secret, env=env, envl=env.lower(), akid=g.s(BASE32, 16))
             out.append(Sample(shape, secret, f"{shape}/{i}/{path}", text))
     for shape, path, tmpl in STYLES:
         for i in range(per_shape):
             token_only = any(w in shape for w in ("bearer", "api-key", "token", "flag-equals"))
             p = g.password() if i % 2 == 0 and not token_only else g.s(B62, 32)
             b = base64.b64encode(f"svc:{p}".encode()).decode()
+            if "url" in shape or "jdbc" in shape:
+                p = urllib.parse.quote(p, safe="")  # a URL's userinfo is percent-encoded
             text = tmpl.format(p=p, b=b)
-            out.append(Sample(shape, p, f"{shape}/{i}/{path}", text))
+            out.append(Sample(shape, b if "{b}" in tmpl else p, f"{shape}/{i}/{path}", text))
     for shape, label in _PRIVATE_KEYS:
         for i in range(per_shape):
             pem = _pem(g, label)

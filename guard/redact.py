@@ -196,7 +196,8 @@ def _bearer_value(s: str) -> bool:
     """A token, not a word or a name: random-looking, with a digit or high entropy."""
     if not random_body(s) or _is_placeholder(s):
         return False
-    return any(c.isdigit() for c in s) or high_entropy(s)
+    humps = len(_NAME_WORD.findall(s))
+    return any(c.isdigit() for c in s) or high_entropy(s) or humps * 3 >= len(s)
 
 
 def _basic_value(s: str) -> bool:
@@ -410,7 +411,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXPRESSION = re.compile(
     r"[A-Za-z_$][A-Za-z_$]*\d*(?:(?:\.|::|->)[A-Za-z_$][A-Za-z_$]*\d*)+|[A-Za-z_$][\w$.]*[(\[].*"
 )
+# A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
+_YAML_NODE = re.compile(r"[!&*]{1,2}[A-Za-z_][A-Za-z_.-]*|@[\w.-]*[./][\w./-]*|~")
 _GRAMMAR = re.compile(r"\d*\*")  # ABNF's repetition: 1*tchar, *( field )
+_CALL = re.compile(r"[A-Za-z_$][\w$.]*[(\[]")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _TYPE_NAMES = frozenset(
     {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
@@ -435,6 +439,17 @@ def _quoted_secret(value: str, kind: str) -> bool:
     )
 
 
+def _jumbled(value: str) -> bool:
+    """Lowercase, uppercase and digits all mixed, with high plain entropy: O40.Qltg5p, not a.b2."""
+    return (
+        len(value) >= _MIN_KEY
+        and any(c.islower() for c in value)
+        and any(c.isupper() for c in value)
+        and any(c.isdigit() for c in value)
+        and entropy(value) >= 3.0
+    )
+
+
 def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
     """A bare value is a literal in shell, .env, INI, YAML and query strings, an expression in code.
 
@@ -444,11 +459,13 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
     ``key: value``): an identifier is an expression or a type unless it mixes letters and digits
     or has high entropy; anything else (``p@ss-w0rd!``) is a literal.
     """
-    if _is_placeholder(value) or value[0] in "$%@{[(&*!|>~\\":
+    if _is_placeholder(value) or value[0] in "${[(\\":
+        return False
+    if not tight and _YAML_NODE.fullmatch(value):
         return False
     if _NUMBER.fullmatch(value):
         return tight and len(value) >= 6  # a PIN in a .env file; a number in code
-    if _EXPRESSION.fullmatch(value):
+    if _CALL.match(value) or (_EXPRESSION.fullmatch(value) and not _jumbled(value)):
         return False
     if high_entropy(value) and len(value) >= _MIN_KEY:
         return True
