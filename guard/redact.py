@@ -392,7 +392,7 @@ _OPERATOR = re.compile(
     r"""(?:[ \t]*:[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?"""
     r"""(?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*)*(?=[ \t]*=[^=])"""
     r"""|[ \t]+(?:string|String|str|\[\]byte)(?=[ \t]*=[^=]))?"""
-    r"""(?P<sp>[ \t]*)(?P<op>:=|=>|\?=|=(?![=~])|:(?![:=])|,|\(|>"""
+    r"""(?P<sp>[ \t]*)(?P<op>:=|=>|\?=|=(?!=|~[ \t/])|:(?![:=])|,|\(|>"""
     r"""|(?:[ \t]*,[ \t]*|[ \t]*\r?\n[ \t]*-?[ \t]*|[ \t]+)["']?value["']?[ \t]*[:=])"""
     r"""(?P<sp2>[ \t]*)"""
 )
@@ -413,7 +413,7 @@ _EXPRESSION = re.compile(
 )
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
 _YAML_NODE = re.compile(r"[!&*]{1,2}[A-Za-z_][A-Za-z_.-]*|@[\w.-]*[./][\w./-]*|~")
-_GRAMMAR = re.compile(r"\d*\*")  # ABNF's repetition: 1*tchar, *( field )
+_GRAMMAR = re.compile(r"\d+\*|\*\(|\*[A-Z]+$")  # ABNF's repetition: 1*tchar, *( field )
 _CALL = re.compile(r"[A-Za-z_$][\w$.]*[(\[]")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _TYPE_NAMES = frozenset(
@@ -459,7 +459,7 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
     ``key: value``): an identifier is an expression or a type unless it mixes letters and digits
     or has high entropy; anything else (``p@ss-w0rd!``) is a literal.
     """
-    if _is_placeholder(value) or value[0] in "${[(\\":
+    if _is_placeholder(value) or value[0] in "${[(\\" or value.startswith(("%(", "%{")):
         return False
     if not tight and _YAML_NODE.fullmatch(value):
         return False
