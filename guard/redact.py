@@ -166,7 +166,9 @@ _COLOUR = re.compile(r"(?:(?:bg|fg|border):)?#[0-9A-Fa-f]{3,8}|ansi[a-z]+")
 def _names_itself(v: str) -> bool:
     if _LETTERS.fullmatch(v) is None:
         return False
-    return any(p.lower() in _NAMING_PARTS for p in _PART.findall(v))
+    parts = _PART.findall(v)
+    # A placeholder is a few words (YOUR-SECRET-KEY, myToken); random letters split into many.
+    return len(parts) <= 4 and any(p.lower() in _NAMING_PARTS for p in parts)
 
 
 def _is_placeholder(value: str) -> bool:
