@@ -173,8 +173,8 @@ def throughput(root: Path, runs: int, baseline: bool) -> None:
         rows.append(("locator scan: the compiled automaton (ahocorasick_rs)", _locators_automaton))
         rows.append(("locator scan: pure-Python re, one trie pattern", _locators_python()))
         rows.append(("naive: every shape in one alternation", _naive()))
-    for name, fn in rows:
-        sample, smb = texts, mb
+    for label, fn in rows:
+        name, sample, smb = label, texts, mb
         if name.startswith("naive"):  # a few MB are enough to see it: the whole tree takes minutes
             sample = texts[: max(1, len(texts) // 10)]
             smb = sum(len(t.encode("utf-8")) for t in sample) / 1e6
