@@ -35,11 +35,11 @@ Check = Callable[[str], bool]
 
 
 def random_body(s: str) -> bool:
-    """A machine-made body: two or more of lowercase, uppercase, digits, and no long repeat.
+    """A machine-made body: two or more of lowercase, uppercase and digits, three characters or more.
 
-    Random keys are; words, kebab-case names, ``xxxx`` fillers and ``0000`` are not.
+    Random keys are; words, kebab-case names, ``xxxx`` or ``XXXX`` fillers and ``0000`` are not.
     """
-    if len(set(s)) < 6:
+    if len(set(s)) < 3:
         return False
     kinds = (
         any("a" <= c <= "z" for c in s),
