@@ -158,7 +158,7 @@ _MASK = re.compile(r"[*•●xX#._:/-]+|.*\*\*\*.*")
 # A regular expression, not a value: r'[^\W\d]\w*', "(?i)...", ".*".
 _REGEX = re.compile(r"\\[wdsWDSbB]|\[\^|\(\?|\.\*|\.\+|\\\.")
 # A constant's name ('NONAUTH', 'PLAIN'), a version, an OID, an address or a time: not a secret.
-_CONSTANT = re.compile(r"[A-Z]+(?:[-_][A-Z0-9]+)*|[0-9]+(?:[.:/-][0-9]+)+-?|[0-9.]+-")
+_CONSTANT = re.compile(r"[A-Z]+[0-9]*(?:[-_](?:[A-Z]+[0-9]*|[0-9]+))*|[0-9]+(?:[.:/-][0-9]+)+-?|[0-9.]+-")
 # A colour, as style maps hold them: "#d0d0d0", "bg:#ffffff", "ansired".
 _COLOUR = re.compile(r"(?:(?:bg|fg|border):)?#[0-9A-Fa-f]{3,8}|ansi[a-z]+")
 
@@ -258,12 +258,13 @@ _GENERIC: tuple[Rule, ...] = (
     ),
     Rule(
         "basic-auth",
-        # curl -u user:password, --user user:password (and wget's, httpie's -a): the user stays.
+        # curl -u user:password, curl --user user:password: the user stays. On curl's line only:
+        # git push -u main:main and the like are not a user and password.
         re.compile(
-            r"""(?:(?<![\w-])-u|--user|(?<![\w-])-a)(?:[ \t]+|=)["']?[^\s:"'$]{1,64}:"""
+            r"""curl\b[^\n]{0,400}?[ \t](?:-u|--user)(?:[ \t]+|=)["']?[^\s:"'$]{1,64}:"""
             r"""(?P<v>(?P<b>[^\s"']{3,}))"""
         ),
-        ("-u ", "-u\t", "-u=", "--user", "-a "),
+        ("curl",),
         0,
         _user_password,
     ),
@@ -401,7 +402,7 @@ _OPERATOR = re.compile(
 # A quoted value on one line (a string prefix allowed): backslash escapes are skipped.
 _QUOTED = re.compile(r"""[bBrRuUf@]{0,2}(?P<q>["'`])(?P<v>(?:\\.|(?!(?P=q))[^\\\n])*)(?P=q)""")
 # A bare value: up to whitespace, a quote or a separator of the syntax around it.
-_BARE = re.compile(r"""[^\s"'`,;&)<>\]}|]+""")
+_BARE = re.compile(r"""(?:[^\s"'`,;&)<>\]}|-]|->|-)+""")
 _XML_VALUE = re.compile(r"[^<\n]+")
 _NAME_KEY = re.compile(r"""(?:name|key)["']?[ \t]*[:=][ \t]*["']?$""")
 _TUPLE_TARGET = re.compile(r"(?:^|\n)[ \t]*[A-Za-z_][\w.]*[ \t]*,[ \t]*$")
@@ -416,7 +417,7 @@ _EXPRESSION = re.compile(
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
 _YAML_NODE = re.compile(r"[!&*]{1,2}[A-Za-z_][A-Za-z_.-]*|@[\w.-]*[./][\w./-]*|~")
 _GRAMMAR = re.compile(r"\d+\*|\*\(|\*[A-Z]+$")  # ABNF's repetition: 1*tchar, *( field )
-_CALL = re.compile(r"[A-Za-z_$][\w$.]*[(\[]")
+_CALL = re.compile(r"[A-Za-z_$][\w$.:>-]*[(\[]")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _TYPE_NAMES = frozenset(
     {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
@@ -469,6 +470,10 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
         return tight and len(value) >= 6  # a PIN in a .env file; a number in code
     if _CALL.match(value) or (_EXPRESSION.fullmatch(value) and not _jumbled(value)):
         return False
+    if "(" in value and not tight:
+        return False  # !!lookup(x), a call inside an expression
+    if kind == "credential" and value.isalpha():
+        return False  # auth=basic, creds=Multistage: a scheme's name, not the credential
     if high_entropy(value) and len(value) >= _MIN_KEY:
         return True
     short = len(value) < (_MIN_PASSWORD if kind in ("password", "credential") else _MIN_KEY)
@@ -507,7 +512,8 @@ def _assignment(text: str, at: int) -> tuple[int, int, str, int] | None:
     if name.startswith("--") and text[end : end + 1] in (" ", "\t"):
         # --password hunter2: a command-line flag naming a secret, then its value.
         f = _FLAG_VALUE.match(text, end)
-        if f is None or not _bare_secret(f.group("v"), kind, False, ""):
+        # A flag's value holding ":" is a structured argument (builtin:test_1:0, host:port).
+        if f is None or ":" in f.group("v") or not _bare_secret(f.group("v"), kind, False, ""):
             return None
         return f.start("v"), f.end("v"), kind, end
     m = _OPERATOR.match(text, end)

@@ -399,6 +399,15 @@ NOT_REDACTED = [
     "# token          = 1*tchar",  # a grammar
     "authorization = base64.decodebytes(authorization)",
     "--username and --password options instead of the URL",
+    "$auth = Git::credential({",  # Perl: a call
+    '"AUTH=XOAUTH2",',  # a mechanism's name
+    "smtpAuth = XOAUTH2",
+    "s->store_token = !!string_list_lookup(fields, name);",  # C
+    "new_item->token = arg_tok->token;",
+    "git push -u origin main:main",  # -u user:password is curl's, not git's
+    "git commit -a --fixup=amend:HEAD",
+    "id=1 creds=Multistage YS1naXQtdG9rZW4=",  # a scheme's name
+    'fsmonitor-client query --token "builtin:test_00000001:0"',  # a structured argument
 ]
 
 
