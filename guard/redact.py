@@ -608,7 +608,12 @@ KINDS: tuple[str, ...] = tuple(
 """Every kind a marker can name."""
 
 
-def _build() -> tuple[ahocorasick_rs.AhoCorasick, list[tuple[int, ...]], tuple[int, ...]]:
+def _build() -> tuple[
+    ahocorasick_rs.AhoCorasick,
+    ahocorasick_rs.BytesAhoCorasick,
+    list[tuple[int, ...]],
+    tuple[int, ...],
+]:
     by_literal: dict[str, list[int]] = {}
     for i, rule in enumerate(_ALL):
         for loc in rule.locators:
@@ -617,10 +622,24 @@ def _build() -> tuple[ahocorasick_rs.AhoCorasick, list[tuple[int, ...]], tuple[i
         by_literal.setdefault(loc, []).append(_ASSIGN)
     literals = list(by_literal)
     direct = tuple(i for i, r in enumerate(_ALL) if not r.locators)
-    return ahocorasick_rs.AhoCorasick(literals), [tuple(by_literal[x]) for x in literals], direct
+    # A DFA: three times the speed of the default NFA for a few hundred literals, little memory.
+    dfa = ahocorasick_rs.Implementation.DFA
+    return (
+        ahocorasick_rs.AhoCorasick(literals, implementation=dfa),
+        ahocorasick_rs.BytesAhoCorasick([x.encode() for x in literals], implementation=dfa),
+        [tuple(by_literal[x]) for x in literals],
+        direct,
+    )
 
 
-_AUTOMATON, _RULES_OF, _DIRECT = _build()
+_AUTOMATON, _BYTES_AUTOMATON, _RULES_OF, _DIRECT = _build()
+
+
+def _locate(low: str) -> list[tuple[int, int, int]]:
+    """(literal, start, end) of every locator in the lowered text, overlapping ones too."""
+    if low.isascii():  # most source: bytes are characters, and the byte automaton skips decoding
+        return _BYTES_AUTOMATON.find_matches_as_indexes(low.encode("ascii"), overlapping=True)
+    return _AUTOMATON.find_matches_as_indexes(low, overlapping=True)
 
 
 def _lowered(text: str) -> str:
@@ -657,7 +676,7 @@ def _rule_span(text: str, rule: Rule, at: int) -> tuple[int, int, int] | None:
 def _spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each credential's replaced part, in text order."""
     low = _lowered(text)
-    hits = _AUTOMATON.find_matches_as_indexes(low, overlapping=True)
+    hits = _locate(low)
     if not hits and not _DIRECT:
         return []
     provider: list[tuple[int, int]] = []
