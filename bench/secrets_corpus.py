@@ -460,7 +460,7 @@ _PRIVATE_KEYS: tuple[tuple[str, str], ...] = (
 
 def SHAPES() -> list[str]:
     """Every shape's name."""
-    return [*PROVIDERS, *(s for s, _, _ in STYLES), *(s for s, _ in _PRIVATE_KEYS), "gcp-service-account", "putty-key"]  # fmt: skip
+    return [*PROVIDERS, *(s for s, _, _ in STYLES), *(s for s, _ in _PRIVATE_KEYS), "gcp-service-account", "putty-key", "kubernetes-secret"]  # fmt: skip
 
 
 def _env_name(shape: str) -> str:
@@ -499,6 +499,14 @@ def samples(per_shape: int = 4, seed: int = 20261201) -> list[Sample]:
                 else (f"src/{i}/keys.py", f'SIGNING_KEY = """\n{pem}\n"""\n')
             )
             out.append(Sample(shape, secret, f"{shape}/{i}/{where[0]}", where[1]))
+    for i in range(per_shape):
+        value = base64.b64encode(g.password().encode()).decode()
+        name = ("username", "dsn", "config.json", "connection")[i % 4]
+        doc = (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: app-{i}\ntype: Opaque\n"
+               f"data:\n  {name}: {value}\n")  # fmt: skip
+        out.append(
+            Sample("kubernetes-secret", value, f"kubernetes-secret/{i}/k8s/secret.yaml", doc)
+        )
     for i in range(per_shape):
         pem = _pem(g, "PRIVATE KEY")
         doc = {

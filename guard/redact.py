@@ -39,16 +39,36 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
-import math
 import re
 from dataclasses import dataclass
 
 import ahocorasick_rs
 from nodwyn_retrieval.guard.secret_rules import RULES, Rule, random_body
+from nodwyn_retrieval.guard.secret_values import (
+    B64_LIMIT,
+    HEX_LIMIT,
+    MARKER_PREFIX,
+    REFERENCE,
+    entropy,
+    high_entropy,
+    is_placeholder,
+)
 
-__all__ = ["KINDS", "Finding", "Redaction", "entropy", "high_entropy", "marker", "redact", "scan"]
+__all__ = [
+    "B64_LIMIT",
+    "HEX_LIMIT",
+    "KINDS",
+    "Finding",
+    "Redaction",
+    "entropy",
+    "high_entropy",
+    "marker",
+    "redact",
+    "scan",
+]
 
-_MARKER_PREFIX = "[REDACTED:"
+_MARKER_PREFIX = MARKER_PREFIX
+_is_placeholder = is_placeholder
 
 
 def marker(kind: str) -> str:
@@ -80,113 +100,6 @@ class Finding:
     """Offset just past the replaced part."""
     line: int
     """1-based line of ``start``."""
-
-
-# --- Entropy, as detect-secrets measures it -------------------------------------------------------
-
-_B64_CHARSET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/\\-_=")
-_HEX_CHARSET = frozenset("0123456789abcdefABCDEF")
-B64_LIMIT = 4.5
-"""detect-secrets' Base64HighEntropyString default limit."""
-HEX_LIMIT = 3.0
-"""detect-secrets' HexHighEntropyString default limit."""
-
-
-def entropy(data: str) -> float:
-    """Shannon entropy of data in bits per character, as detect-secrets calculates it."""
-    if not data:
-        return 0.0
-    n = len(data)
-    counts: dict[str, int] = {}
-    for c in data:
-        counts[c] = counts.get(c, 0) + 1
-    return -sum(k / n * math.log2(k / n) for k in counts.values())
-
-
-def high_entropy(value: str) -> bool:
-    """True when detect-secrets' entropy plugins would report value with their default limits.
-
-    A hex string over 3.0 bits a character (less 1.2 / log2(length) when it is all digits, as
-    detect-secrets does), or a base64 one over 4.5. A value outside both alphabets is neither.
-    """
-    if not value:
-        return False
-    chars = set(value)
-    if chars <= _HEX_CHARSET:
-        e = entropy(value)
-        if value.isdigit() and len(value) > 1:
-            e -= 1.2 / math.log2(len(value))
-        return e > HEX_LIMIT
-    if chars <= _B64_CHARSET:
-        return entropy(value) > B64_LIMIT
-    return False
-
-
-# --- What counts as a placeholder rather than a secret --------------------------------------------
-
-# A value that refers to something else: ${VAR}, $VAR, $(command), {{ template }}, %VAR% anywhere;
-# or the whole value {name}, <your token>, [PAD] (a tokenizer's special token, or a marker), %s.
-_REFERENCE_IN = re.compile(
-    r"\$\{|\$\(|\{\{|\$[A-Za-z_]|%[A-Za-z_]+%|\{%|#\{|(?<![A-Za-z0-9])%(?:\([^)]*\))?[sdr](?![A-Za-z0-9])|\{\w{0,30}(?:![rs])?\}"
-)
-_REFERENCE_WHOLE = re.compile(
-    r"\{[^{}]*\}|<[^<>]*>|\[[^\[\]]*\]|%(?:\([^)]*\))?[-+ #0-9.]*[sdrixf]"
-    r"|\$\d+|@[A-Za-z_]+@|:[A-Za-z_]\w*"
-)
-# Words that stand for a credential in examples, schemas and tests rather than being one.
-_PLACEHOLDER_WORDS = frozenset(
-    {
-        "changeit", "changeme", "dummy", "example", "fake", "none", "null", "nil", "pass", "passwd",
-        "password", "placeholder", "pwd", "redacted", "secret", "test", "token", "undefined",
-        "string", "str", "bytes", "text", "required", "optional", "hidden", "masked", "sensitive",
-        "true", "false", "yes", "no", "on", "off", "empty", "default", "notset", "unset", "todo",
-        "fixme", "tbd", "sample", "your_password", "mypassword", "foo", "bar", "baz", "foobar",
-        "value", "xxx", "na", "n/a", "auto", "basic", "bearer", "digest", "oauth", "oauth2",
-        "keyring", "prompt", "ask", "env", "stdin", "file", "secrets", "credentials",
-    }
-)  # fmt: skip
-# A value of letters and separators with a part naming what it stands for: "secret_key",
-# "YOUR-SECRET-KEY", "home-pass", "myToken" (but not "monkey" or "supersecret").
-_LETTERS = re.compile(r"[A-Za-z_.-]+")
-_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_NAMING_PARTS = frozenset(
-    {"api", "key", "pass", "passwd", "password", "pwd", "secret", "token", "auth", "credential",
-     "credentials", "your", "my", "here", "xxx", "dummy", "fake", "example", "test", "sample"}
-)  # fmt: skip
-# Masks: "****", "xxxx-xxxx", "•••", ":****" (a URL's password shown masked).
-_MASK = re.compile(r"[*•●xX#._:/-]+|.*\*\*\*.*")
-# A regular expression, not a value: r'[^\W\d]\w*', "(?i)...", ".*".
-_REGEX = re.compile(r"\\[wdsWDSbB]|\[\^|\(\?|\.\*|\.\+|\\\.")
-# A constant's name ('NONAUTH', 'PLAIN'), a version, an OID, an address or a time: not a secret.
-_CONSTANT = re.compile(
-    r"[A-Z]+[0-9]*(?:[-_](?:[A-Z]+[0-9]*|[0-9]+))*|[0-9]+(?:[.:/-][0-9]+)+-?|[0-9.]+-"
-)
-# A colour, as style maps hold them: "#d0d0d0", "bg:#ffffff", "ansired".
-_COLOUR = re.compile(r"(?:(?:bg|fg|border):)?#[0-9A-Fa-f]{3,8}|ansi[a-z]+")
-
-
-def _names_itself(v: str) -> bool:
-    if _LETTERS.fullmatch(v) is None:
-        return False
-    parts = _PART.findall(v)
-    # A placeholder is a few words (YOUR-SECRET-KEY, myToken); random letters split into many.
-    return len(parts) <= 4 and any(p.lower() in _NAMING_PARTS for p in parts)
-
-
-def _is_placeholder(value: str) -> bool:
-    """True when a value is empty, a reference to something else, filler, a mask or a colour."""
-    v = value.strip()
-    if not v or v.startswith(_MARKER_PREFIX) or _MARKER_PREFIX in v:
-        return True
-    if len(set(v)) == 1:  # ***, xxxx, ...
-        return True
-    if v.lower() in _PLACEHOLDER_WORDS or _names_itself(v):
-        return True
-    if _MASK.fullmatch(v) is not None or _COLOUR.fullmatch(v) is not None:
-        return True
-    if _CONSTANT.fullmatch(v) is not None or _REGEX.search(v) is not None:
-        return True
-    return _REFERENCE_IN.search(v) is not None or _REFERENCE_WHOLE.fullmatch(v) is not None
 
 
 # --- Generic shapes: URLs, headers, curl ----------------------------------------------------------
@@ -507,6 +420,8 @@ def _assignment(text: str, at: int) -> tuple[int, int, str, int] | None:
     while start > 0 and text[start - 1] in _NAME_CHAR and at - start < _MAX_NAME:
         start -= 1
     end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
+    if text.endswith(_MARKER_PREFIX, 0, start):
+        return None  # the kind inside a marker: [REDACTED:private-key]=...
     name = text[start:end]
     kind = secret_name(name)
     if kind is None:
@@ -601,9 +516,14 @@ _ALL: tuple[Rule, ...] = (*_PROVIDERS, *_GENERIC)
 _N_PROVIDERS = len(_PROVIDERS)
 _ASSIGN = -1
 """The pseudo-rule index of the assignment rule's locators."""
+_K8S = -2
+"""The pseudo-rule index of a Kubernetes Secret's locator."""
 
 KINDS: tuple[str, ...] = tuple(
-    dict.fromkeys([r.kind for r in _ALL] + ["password", "secret", "token", "api-key", "credential"])
+    dict.fromkeys(
+        [r.kind for r in _ALL]
+        + ["kubernetes-secret", "password", "secret", "token", "api-key", "credential"]
+    )
 )
 """Every kind a marker can name."""
 
@@ -620,6 +540,7 @@ def _build() -> tuple[
             by_literal.setdefault(loc, []).append(i)
     for loc in _SECRET_LOCATORS:
         by_literal.setdefault(loc, []).append(_ASSIGN)
+    by_literal.setdefault("kind: secret", []).append(_K8S)
     literals = list(by_literal)
     direct = tuple(i for i, r in enumerate(_ALL) if not r.locators)
     # A DFA: three times the speed of the default NFA for a few hundred literals, little memory.
@@ -673,6 +594,12 @@ def _rule_span(text: str, rule: Rule, at: int) -> tuple[int, int, int] | None:
     return m.start(), m.end(), m.end()
 
 
+def _in_marker(text: str, pos: int) -> bool:
+    """True when pos is inside a marker: what redaction wrote is never taken again."""
+    i = text.rfind(_MARKER_PREFIX, max(0, pos - 64), pos)
+    return i >= 0 and "]" not in text[i:pos]
+
+
 def _spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each credential's replaced part, in text order."""
     low = _lowered(text)
@@ -681,9 +608,13 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
         return []
     provider: list[tuple[int, int]] = []
     generic: list[tuple[int, int]] = []
+    secrets_at: list[int] = []
     for li, at, _end in hits:
         for ri in _RULES_OF[li]:
-            (provider if 0 <= ri < _N_PROVIDERS else generic).append((at, ri))
+            if ri == _K8S:
+                secrets_at.append(at)
+            else:
+                (provider if 0 <= ri < _N_PROVIDERS else generic).append((at, ri))
     for ri in _DIRECT:
         for m in _ALL[ri].pattern.finditer(text):
             provider.append((m.start(), ri))
@@ -695,9 +626,11 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
         if at - max(rule.back, 0) < pos:
             continue  # inside a credential already taken
         span = _rule_span(text, rule, at)
-        if span is not None:
+        if span is not None and not _in_marker(text, span[0]):
             taken.append((span[0], span[1], rule.kind))
             pos = span[2]
+    if secrets_at:
+        taken = _with_k8s(text, secrets_at, taken)
     if not generic:
         return taken
     starts = [s for s, _, _ in taken]
@@ -722,7 +655,7 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
             span = _rule_span(text, _ALL[ri], at)
             if span is not None:
                 found = (span[0], span[1], _ALL[ri].kind)
-        if found is None or found[0] >= found[1]:
+        if found is None or found[0] >= found[1] or _in_marker(text, found[0]):
             continue
         # A part a provider shape took stays that shape's: skip what overlaps it.
         k = bisect.bisect_left(starts, found[1])
@@ -733,6 +666,76 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     if not more:
         return taken
     return sorted(taken + more)
+
+
+# A Kubernetes Secret: every value under its data: or stringData: is a secret, whatever its name.
+_K8S_KIND = re.compile(r"""[ \t]*kind:[ \t]*["']?Secret["']?[ \t]*(?:#[^\n]*)?""")
+_K8S_DATA = re.compile(r"^(?P<ind>[ \t]*)(?:data|stringData):[ \t]*$", re.MULTILINE)
+_K8S_ENTRY = re.compile(r"""(?P<ind>[ \t]+)["']?[\w.-]+["']?:[ \t]*(?P<v>[^\n]*)""")
+_K8S_BLOCK = frozenset({"|", "|-", "|+", ">", ">-", ">+"})
+
+
+def _line_end(text: str, pos: int, limit: int) -> int:
+    end = text.find("\n", pos, limit)
+    return limit if end < 0 else end
+
+
+def _k8s_block(text: str, eol: int, indent: int, doc_end: int) -> tuple[int, int]:
+    """(start, end) of a block scalar's lines after the line ending at eol; start == end: none."""
+    last = eol
+    nxt = eol + 1
+    while nxt < doc_end:
+        end = _line_end(text, nxt, doc_end)
+        line = text[nxt:end]
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        last = end
+        nxt = end + 1
+    return (eol + 1, last) if last > eol else (eol, eol)
+
+
+def _k8s_secret(text: str, at: int) -> list[tuple[int, int]]:
+    """The value spans of the data of the Secret whose ``kind: Secret`` line holds offset at."""
+    line_start = text.rfind("\n", 0, at) + 1
+    if _K8S_KIND.fullmatch(text, line_start, _line_end(text, at, len(text))) is None:
+        return []
+    doc_start = text.rfind("\n---", 0, at) + 1
+    doc_end = text.find("\n---", at)
+    doc_end = len(text) if doc_end < 0 else doc_end
+    spans: list[tuple[int, int]] = []
+    for block in _K8S_DATA.finditer(text, doc_start, doc_end):
+        indent = len(block.group("ind"))
+        pos = block.end() + 1
+        while pos < doc_end:
+            eol = _line_end(text, pos, doc_end)
+            entry = _K8S_ENTRY.fullmatch(text, pos, eol)
+            if entry is None or len(entry.group("ind")) <= indent:
+                break
+            value = entry.group("v").strip()
+            if value in _K8S_BLOCK:  # a block scalar: the more indented lines after it
+                start, end = _k8s_block(text, eol, len(entry.group("ind")), doc_end)
+                if end > start:
+                    spans.append((start, end))
+                pos = max(end, eol) + 1
+                continue
+            unquoted = value.strip("\"'")
+            if unquoted and REFERENCE.search(unquoted) is None and _MARKER_PREFIX not in unquoted:
+                vs = text.index(unquoted, entry.start("v"))
+                spans.append((vs, vs + len(unquoted)))
+            pos = eol + 1
+    return spans
+
+
+def _with_k8s(
+    text: str, secrets_at: list[int], taken: list[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """taken, with the data of each Kubernetes Secret that no provider shape took part of."""
+    extra: list[tuple[int, int, str]] = []
+    for at in secrets_at:
+        for start, end in _k8s_secret(text, at):
+            if not any(s < end and start < e for s, e, _ in taken):
+                extra.append((start, end, "kubernetes-secret"))
+    return sorted(taken + extra) if extra else taken
 
 
 def scan(text: str) -> tuple[Finding, ...]:

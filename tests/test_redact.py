@@ -212,7 +212,13 @@ def test_redacting_twice_changes_nothing() -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_marker_matches_no_shape(kind: str) -> None:
-    for text in (marker(kind), f'password = "{marker(kind)}"', f"x://u:{marker(kind)}@host"):
+    for text in (
+        marker(kind),
+        f'password = "{marker(kind)}"',
+        f"x://u:{marker(kind)}@host",
+        f"{marker(kind)}=00000123",  # the kind inside a marker is not a name (private-key=...)
+        f"{marker(kind)}: hunter22x",
+    ):
         assert redact(text).count == 0
 
 
@@ -236,7 +242,10 @@ _PIECES = st.sampled_from(
         "eyJ", ".", "://", ":", "@", "password", "PASSWORD", "token", "secret", "api_key",
         " = ", "=", ": ", '"', "'", "`", "\\", "\n", "\r\n", "-----BEGIN RSA PRIVATE KEY-----",
         "-----END RSA PRIVATE KEY-----", "\\n", "$", "{", "}", "[", "]", "<", ">", "%s",
-        "[REDACTED:token]", "İ", "é", " ",
+        "[REDACTED:token]", "İ", "é", " ", "glpat-", "xoxe.xoxp-1-", "Bearer ", "Basic ",
+        "curl -u ", "--password ", "value: ", "<password>", "</password>", "define(", "(", ")",
+        "kind: Secret\ndata:\n  ", "  ", "DBPassword", "accesstoken", "=~", ",", "->", "::",
+        "AccountKey=", "Q~", "AZDO", ":AA", "-us", "AAAAAAAAAAAAAAAAAAAAAA", "SK", "SG.",
     ]
 )  # fmt: skip
 _TEXT = st.lists(
