@@ -147,7 +147,7 @@ _GENERIC: tuple[Rule, ...] = (
     Rule(
         "bearer-token",
         re.compile(
-            r"(?i:bearer)[ \t]+(?P<v>(?P<b>[A-Za-z0-9._~+/-]{16,}=*))(?![A-Za-z0-9._~+/=(-])"
+            r"(?i:bearer)[ \t]+(?P<v>(?P<b>[A-Za-z0-9._~+/-]{16,}=*))(?![A-Za-z0-9._~+/=(\[-])"
         ),
         ("bearer",),
         0,
@@ -155,7 +155,7 @@ _GENERIC: tuple[Rule, ...] = (
     ),
     Rule(
         "basic-auth",
-        re.compile(r"(?i:basic)[ \t]+(?P<v>(?P<b>[A-Za-z0-9+/]{8,}={0,2}))(?![A-Za-z0-9+/=])"),
+        re.compile(r"(?i:basic)[ \t]+(?P<v>(?P<b>[A-Za-z0-9+/]{8,}={0,2}))(?![A-Za-z0-9+/=\[])"),
         ("basic",),
         0,
         _basic_value,
@@ -165,7 +165,7 @@ _GENERIC: tuple[Rule, ...] = (
         re.compile(
             r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?"""
             r"""(?:(?i:token|ssws|apikey|api-key|key)[ \t]+)?"""
-            r"""(?P<v>(?P<b>[A-Za-z0-9._~+/-]{16,}=*))(?![A-Za-z0-9._~+/=(-])"""
+            r"""(?P<v>(?P<b>[A-Za-z0-9._~+/-]{16,}=*))(?![A-Za-z0-9._~+/=(\[-])"""
         ),
         ("authorization",),
         0,
