@@ -114,7 +114,7 @@ def _bearer_value(s: str) -> bool:
     if not random_body(s) or _is_placeholder(s):
         return False
     humps = len(_NAME_WORD.findall(s))
-    return any(c.isdigit() for c in s) or high_entropy(s) or humps * 3 >= len(s)
+    return any(c.isdigit() for c in s) or high_entropy(s) or humps * 4 >= len(s)
 
 
 def _basic_value(s: str) -> bool:
@@ -332,6 +332,7 @@ _EXPRESSION = re.compile(
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
 _YAML_NODE = re.compile(r"[!&*]{1,2}[A-Za-z_][A-Za-z_.-]*|@[\w.-]*[./][\w./-]*|~")
 _GRAMMAR = re.compile(r"\d+\*|\*\(|\*[A-Z]+$")  # ABNF's repetition: 1*tchar, *( field )
+_CHAIN_HEAD = re.compile(r"[a-z_$][\w$]*[.:-]|[A-Z][a-z][\w$]*[.:-]")
 _CALL = re.compile(r"[A-Za-z_$][\w$.:>-]*[(\[]")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _TYPE_NAMES = frozenset(
@@ -383,8 +384,12 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
         return False
     if _NUMBER.fullmatch(value):
         return tight and len(value) >= 6  # a PIN in a .env file; a number in code
-    if _CALL.match(value) or (_EXPRESSION.fullmatch(value) and not _jumbled(value)):
+    if _CALL.match(value):
         return False
+    if _EXPRESSION.fullmatch(value) and not _jumbled(value):
+        # self.pw, settings.DB_PASSWORD, Config.KEY: code; in NAME=value, ZJXADUC84.UT is not.
+        if not tight or _CHAIN_HEAD.match(value) or after[:1] in (",", ")"):
+            return False
     if "(" in value and not tight:
         return False  # !!lookup(x), a call inside an expression
     if kind == "credential" and value.isalpha():
