@@ -386,10 +386,10 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
         return tight and len(value) >= 6  # a PIN in a .env file; a number in code
     if _CALL.match(value):
         return False
-    if _EXPRESSION.fullmatch(value) and not _jumbled(value):
-        # self.pw, settings.DB_PASSWORD, Config.KEY: code; in NAME=value, ZJXADUC84.UT is not.
-        if not tight or _CHAIN_HEAD.match(value) or after[:1] in (",", ")"):
-            return False
+    # self.pw, settings.DB_PASSWORD, Config.KEY: code; in NAME=value, ZJXADUC84.UT is not.
+    code_like = not tight or _CHAIN_HEAD.match(value) or after[:1] in (",", ")")
+    if code_like and _EXPRESSION.fullmatch(value) and not _jumbled(value):
+        return False
     if "(" in value and not tight:
         return False  # !!lookup(x), a call inside an expression
     if kind == "credential" and value.isalpha():
