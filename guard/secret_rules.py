@@ -438,7 +438,37 @@ RULES: tuple[Rule, ...] = (
         "A" * 22 + r"(?<![A-Za-z0-9%]" + "A" * 22 + r")(?P<b>[A-Za-z0-9%]{80,120})(?![A-Za-z0-9%])",
         (),
     ),
+    _rule(
+        "razorpay-key",
+        _L + r"rzp_(?:live|test)_(?P<b>[A-Za-z0-9]{14})" + _R,
+        ("rzp_live_", "rzp_test_"),
+    ),
+    _rule(
+        "plaid-token",
+        _L + r"access-(?:sandbox|development|production)-(?P<b>" + _UUID + ")" + _R,
+        ("access-sandbox-", "access-development-", "access-production-"),
+    ),
+    _rule(
+        "launchdarkly-key",
+        _L + r"(?:api|sdk|mob)-(?P<b>" + _UUID + ")" + _R,
+        ("api-", "sdk-", "mob-"),
+    ),
+    _rule("dropbox-token", _L + r"sl\.(?:u\.)?(?P<b>[A-Za-z0-9_-]{130,})" + _R, "sl."),
+    _prefixed("bitbucket-token", ("ATBB",), r"[A-Za-z0-9_=.-]{32,}"),
+    _rule("intercom-token", _L + r"dG9rOi(?P<b>[A-Za-z0-9_=+/-]{40,})", "dg9roi"),
+    _rule("nuget-key", _L + r"oy2(?P<b>[a-z0-9]{43})" + _R, "oy2"),
+    _rule("elevenlabs-key", _L + r"sk_(?P<b>[a-f0-9]{48})" + _R, "sk_"),
+    _rule("langfuse-key", _L + r"sk-lf-(?P<b>" + _UUID + ")" + _R, "sk-lf-"),
+    _rule("resend-key", _L + r"re_(?P<b>[A-Za-z0-9]{8}_[A-Za-z0-9]{24})" + _R, "re_"),
+    _prefixed("neon-key", ("napi_",), r"[a-z0-9]{64}"),
     # --- tokens in general ---------------------------------------------------------------------------
+    _rule(
+        "jwt",
+        # A JWT encoded again in base64 (a Kubernetes Secret's data, a config's value): "eyJ..."
+        # is "ZXlK...", then its header's first parameter.
+        r"(?<![A-Za-z0-9+/])ZXlK(?:aGJHY2lPaU|MGVYQWlPaU|cmFXUWlP|amRIa2lPaU|NWRXbGlPaU)(?P<b>[A-Za-z0-9+/]{40,})={0,2}",
+        "zxlk",
+    ),
     _rule(
         "jwt",
         r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",

@@ -101,7 +101,7 @@ _MASK = re.compile(r"[*•●xX#._:/-]+|.*\*\*\*.*")
 _REGEX = re.compile(r"\\[wdsWDSbB]|\[\^|\(\?|\.\*|\.\+|\\\.")
 # A constant's name ('NONAUTH', 'PLAIN'), a version, an OID, an address or a time: not a secret.
 _CONSTANT = re.compile(
-    r"[A-Z]+[0-9]*(?:[-_](?:[A-Z]+[0-9]*|[0-9]+))*|[0-9]+(?:[.:/-][0-9]+)+-?|[0-9.]+-"
+    r"[A-Z]{2,}[0-9]*(?:[-_](?:[A-Z]{2,}[0-9]*|[0-9]+))*|[0-9]+(?:[.:/-][0-9]+)+-?|[0-9.]+-"
 )
 # A colour, as style maps hold them: "#d0d0d0", "bg:#ffffff", "ansired".
 _COLOUR = re.compile(r"(?:(?:bg|fg|border):)?#[0-9A-Fa-f]{3,8}|ansi[a-z]+")
