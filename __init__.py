@@ -5,9 +5,10 @@ The public entry is :class:`Engine`::
 
     from nodwyn_retrieval import Engine
 
-    engine = await Engine.open(root, log="task.jsonl")
+    engine = await Engine.open(root, log="task.jsonl")   # the loop writes task.jsonl
     out = await engine.index_search("credential binding", scope="repo")
     print(out.text)
+    tools = engine.tools("anthropic")     # or "openai", "mcp"; engine.working_rule() beside them
     await engine.close()
 
 Every error raised on purpose is a :class:`RetrievalError` (see :mod:`nodwyn_retrieval.errors`).
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
+    from nodwyn_retrieval.actors.messages import Progress
     from nodwyn_retrieval.entry import Engine, SearchOutput, ToolOutput, UpdateOutput
     from nodwyn_retrieval.errors import (
         ActorDead,
@@ -36,12 +38,16 @@ if TYPE_CHECKING:
         WorkerCrashed,
         WorkerError,
     )
+    from nodwyn_retrieval.tools import tool_definitions, working_rule
 
 _WHERE = {
     "Engine": "entry",
     "SearchOutput": "entry",
     "ToolOutput": "entry",
     "UpdateOutput": "entry",
+    "Progress": "actors.messages",
+    "tool_definitions": "tools",
+    "working_rule": "tools",
     "ActorDead": "errors",
     "BadInput": "errors",
     "DeadlineExceeded": "errors",
@@ -64,6 +70,7 @@ __all__ = [
     "FormatError",
     "GuardRefused",
     "NotFound",
+    "Progress",
     "RetrievalError",
     "SearchOutput",
     "StoreError",
@@ -72,6 +79,8 @@ __all__ = [
     "WorkerCrashed",
     "WorkerError",
     "__version__",
+    "tool_definitions",
+    "working_rule",
 ]
 
 

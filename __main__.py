@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from nodwyn_retrieval.entry import main
+from nodwyn_retrieval.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -28,20 +28,22 @@ from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
 from nodwyn_retrieval.bus import Actor
 from nodwyn_retrieval.errors import BadInput, FormatError, NotFound
 from nodwyn_retrieval.retrieval.bm25 import Part, Segment, search_all
-from nodwyn_retrieval.retrieval.events import (
-    Call,
-    Card,
-    CardMaker,
+from nodwyn_retrieval.retrieval.event_render import (
     LogHit,
-    event_text,
     hit_json,
     matched_lines,
     render_hits,
     render_recall,
+)
+from nodwyn_retrieval.retrieval.events import (
+    Call,
+    Card,
+    CardMaker,
+    conversation_words,
+    event_text,
     unread_reason,
 )
 from nodwyn_retrieval.retrieval.render import plural
-from nodwyn_retrieval.retrieval.words import query_words
 from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.mem import (
@@ -264,28 +266,172 @@ def _collection(
     return segment, starts
 
 
-def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogHit]:
-    """The events of every source ranked as one collection (§9: retrieval.bm25.search_all), best
-    first; a tie goes to the earlier source, then to the earlier event."""
-    qwords = query_words(query)
-    segment, starts = _collection(sources, qwords)
-    hits = search_all([Part(segment)], qwords, limit)
+# The reordering of a search's best documents (docs/conversation.md, "What ranks first").
+CANDIDATES = 3
+"""Documents ranked by BM25 per result wanted, before the setup weight, the collapse of
+near-duplicates and the originals before their echoes pick and order the results."""
+SETUP_WEIGHT = 0.3
+"""A log's setup (its helper-written messages and attachments before the person's first message:
+a system prompt, harness instructions, a demonstration) scores this share of its BM25 score: it
+repeats in every task and matches generic words of any query."""
+MODEL_KINDS = frozenset({"llm.resp", "summary", "plan", "nodwyn.message", "compaction"})
+"""Text the model wrote, which restates what it saw."""
+ORIGINAL_KINDS = frozenset({"tool.result", "attachment", "person.message"})
+"""What the model saw."""
+ECHO_SHARE = 0.4
+"""An original ranks before a later restatement in its turn that matches no query word it does
+not, when it scores at least this share of the restatement's score."""
+DUPLICATE_LENGTH = 0.02
+"""Two events of one kind whose lengths differ by at most this share and whose query words
+occur equally often in each are near-duplicates: one result names the others' seqs."""
+
+
+@dataclass(slots=True)
+class _Candidate:
+    source: int
+    in_mem: bool
+    doc: int  # in its part
+    score: float
+    seq: int
+    kind: str
+    turn: int
+    length: int  # the document's weighted length
+    tfs: tuple[int, ...]  # each query word's frequency in it
+    also: list[int] = field(default_factory=list)
+    words: frozenset[int] = frozenset()  # the query words it holds
+
+    def __post_init__(self) -> None:
+        self.words = frozenset(i for i, t in enumerate(self.tfs) if t)
+
+
+def _first_person_seq(src: Source) -> int | None:
+    """The seq of the log's first person.message (None when it has none)."""
+    v = src.view
+    mem = v.mem
+    if mem is not None and mem.n_events:
+        kinds = mem.kinds
+        if "person.message" in kinds:
+            ev = mem.events()
+            at = np.flatnonzero(ev.kind == kinds.index("person.message"))
+            if at.size:
+                return int(ev.seq[int(at[0])])
+    for le in v.tail:
+        if le.event.get("kind") == "person.message":
+            seq: int = le.event["seq"]
+            return seq
+    return None
+
+
+def _candidates(
+    sources: Sequence[Source],
+    segment: Segment,
+    starts: list[tuple[int, bool, int]],
+    qwords: Sequence[str],
+    limit: int,
+) -> list[_Candidate]:
+    hits = search_all([Part(segment)], qwords, limit * CANDIDATES)
     bases = [b for _, _, b in starts]
-    doc_events: dict[int, Any] = {}
-    events: dict[int, Any] = {}
-    out: list[LogHit] = []
+    postings = [segment.postings(w) for w in qwords]
+    meta: dict[int, Any] = {}
+    firsts: dict[int, int | None] = {}
+    out: list[_Candidate] = []
     for h in hits:
         si, in_mem, base = starts[bisect.bisect_right(bases, h.doc) - 1]
         doc = h.doc - base
+        v = sources[si].view
+        tfs: list[int] = []
+        for docs, tf in postings:
+            k = int(np.searchsorted(docs, h.doc))
+            tfs.append(int(tf[k]) if k < docs.shape[0] and int(docs[k]) == h.doc else 0)
+        try:
+            if in_mem and v.mem is not None:
+                if si not in meta:
+                    meta[si] = (v.mem.events(), v.mem.doc_events(), v.mem.kinds)
+                ev, doc_events, kinds = meta[si]
+                e = int(doc_events[doc])
+                seq, kind, turn = int(ev.seq[e]), kinds[int(ev.kind[e])], int(ev.turn[e])
+            else:
+                event = v.tail[v.tail_docs[doc]].event
+                seq, kind, turn = event["seq"], str(event.get("kind")), int(event.get("turn") or 0)
+        except FormatError as exc:
+            raise Damaged(si, exc) from None
+        score = h.score
+        if kind in ("nodwyn.message", "attachment"):
+            if si not in firsts:
+                try:
+                    firsts[si] = _first_person_seq(sources[si])
+                except FormatError as exc:
+                    raise Damaged(si, exc) from None
+            first = firsts[si]
+            if first is not None and seq < first:
+                score *= SETUP_WEIGHT
+        length = int(segment.lengths[h.doc])
+        out.append(_Candidate(si, in_mem, doc, score, seq, kind, turn, length, tuple(tfs)))
+    out.sort(key=lambda c: -c.score)  # stable: a tie keeps search_all's order
+    return out
+
+
+def _collapse(cands: list[_Candidate]) -> list[_Candidate]:
+    """Near-duplicates (module constants) as one candidate, the best one, naming the others."""
+    kept: list[_Candidate] = []
+    for c in cands:
+        for k in kept:
+            if (
+                k.source == c.source
+                and k.kind == c.kind
+                and k.tfs == c.tfs
+                and abs(k.length - c.length) <= DUPLICATE_LENGTH * max(k.length, c.length)
+            ):
+                k.also.append(c.seq)
+                break
+        else:
+            kept.append(c)
+    return kept
+
+
+def _originals_first(cands: list[_Candidate]) -> list[_Candidate]:
+    """Each original before a restatement of it ranked above it (ECHO_SHARE)."""
+    order = list(cands)
+    i = 0
+    while i < len(order):
+        e = order[i]
+        if e.kind in MODEL_KINDS:
+            for j in range(i + 1, len(order)):
+                o = order[j]
+                if (
+                    o.kind in ORIGINAL_KINDS
+                    and o.source == e.source
+                    and o.turn == e.turn
+                    and e.words <= o.words
+                    and o.score >= ECHO_SHARE * e.score
+                ):
+                    order.insert(i, order.pop(j))
+                    break
+        i += 1
+    return order
+
+
+def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogHit]:
+    """The events of every source ranked as one collection (§9: retrieval.bm25.search_all), best
+    first; a tie goes to the earlier source, then to the earlier event. The best few times the
+    limit are then weighed and ordered (docs/conversation.md): a log's setup weighs little,
+    near-duplicates become one result naming the others' seqs, and an original ranks before the
+    model's restatement of it."""
+    qwords = conversation_words(query)
+    segment, starts = _collection(sources, qwords)
+    cands = _originals_first(_collapse(_candidates(sources, segment, starts, qwords, limit)))
+    events: dict[int, Any] = {}
+    out: list[LogHit] = []
+    for c in cands[:limit]:
+        si, doc = c.source, c.doc
         src = sources[si]
         v = src.view
         try:
-            if in_mem and v.mem is not None:
+            if c.in_mem and v.mem is not None:
                 if si not in events:
-                    events[si] = v.mem.events()
-                    doc_events[si] = v.mem.doc_events()
-                e = int(doc_events[si][doc])
-                ev = events[si]
+                    events[si] = (v.mem.events(), v.mem.doc_events())
+                ev, doc_events = events[si]
+                e = int(doc_events[doc])
                 event = v.read_event(int(ev.off[e]), int(ev.length[e]), int(ev.seq[e]))
             else:
                 event = v.tail[v.tail_docs[doc]].event
@@ -299,11 +445,12 @@ def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogH
                 event=et,
                 card=card,
                 lines=tuple(matched_lines(et, qwords)),
-                score=h.score,
+                score=c.score,
                 task=src.task,
                 date=date,
                 title=title,
                 archived=archived,
+                also=tuple(sorted(c.also)),
             )
         )
     return out

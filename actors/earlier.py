@@ -45,12 +45,13 @@ from nodwyn_retrieval.actors.conversation import (
 from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
 from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
-from nodwyn_retrieval.retrieval.events import hit_json, render_hits
+from nodwyn_retrieval.retrieval.event_render import hit_json, render_hits
 from nodwyn_retrieval.retrieval.render import plural
 from nodwyn_retrieval.store.atomic import file_lock, store_error
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
-from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS, LogView
+from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path
+from nodwyn_retrieval.store.transcripts import sessions_of
 
 __all__ = [
     "DISABLED",
@@ -124,6 +125,8 @@ class Task:
     """Its log's ``stat`` when listed."""
     has_mem: bool = True
     """Whether its ``.mem`` was there when listed."""
+    transcript: bool = False
+    """An agent's transcript (store.transcripts), not a log of the tasks directory."""
     _meta: TaskMeta | None = None
 
     @property
@@ -182,7 +185,11 @@ class EarlierActor(Actor):
         self.current = Path(current) if current is not None else None
         self._pool: ProcessPool | None = None
         self._current_id: tuple[int, int] | None = None
-        if self.current is not None:
+        self._find_current()
+
+    def _find_current(self) -> None:
+        """The current log's identity; looked for again while it does not exist yet."""
+        if self.current is not None and self._current_id is None:
             try:
                 st = self.current.stat()
                 self._current_id = (st.st_dev, st.st_ino)
@@ -227,10 +234,11 @@ class EarlierActor(Actor):
                 for entry in it:
                     entries[entry.name] = entry
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            pass  # no task of ours yet; the agents' sessions may still be there
         except OSError as exc:
             raise store_error("listing", self.tasks_dir, exc) from exc
         self._remove_orphans(list(entries))
+        self._find_current()
         out: list[Task] = []
         for name, entry in entries.items():
             if not name.endswith(LOG_SUFFIX):
@@ -247,7 +255,22 @@ class EarlierActor(Actor):
             if not person and (st.st_dev, st.st_ino) == self._current_id:
                 continue
             out.append(Task(tid, Path(entry.path), st, has_mem=f"{tid}.mem" in entries))
+        out.extend(self._transcripts(person))
         out.sort(key=lambda t: (t.mtime_ns, t.id), reverse=True)
+        return out
+
+    def _transcripts(self, person: bool) -> list[Task]:
+        """The agents' other sessions of this project, when the engine lets them in."""
+        out: list[Task] = []
+        for tid, path in sessions_of(self.project_key):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if not person and (st.st_dev, st.st_ino) == self._current_id:
+                continue
+            has_mem = mem_path(path).exists()
+            out.append(Task(tid, path, st, has_mem=has_mem, transcript=True))
         return out
 
     def _remove_orphans(self, names: list[str]) -> None:
@@ -276,7 +299,8 @@ class EarlierActor(Actor):
         """
         # A log without a .mem is folded whole; one that grew since its .mem keeps it and folds
         # only what it grew by, in its view.
-        work = [t for t in tasks if not t.has_mem]
+        # A transcript is folded by its view here: a worker does not know where its .mem lives.
+        work = [t for t in tasks if not t.has_mem and not t.transcript]
         cpus = os.cpu_count() or 1
         if sum(t.size for t in work) < POOL_MIN_BYTES or cpus < 2:
             return
@@ -372,6 +396,9 @@ class EarlierActor(Actor):
             raise BadInput(f"task id {task!r} is not a task id: it names a path")
         path = log_path(self.tasks_dir, task)
         if not path.is_file():
+            for tid, p in sessions_of(self.project_key):
+                if tid == task:
+                    return p
             raise NotFound(f"task {task} is not a task of this project")
         return path
 

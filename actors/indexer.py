@@ -28,6 +28,7 @@ from nodwyn_retrieval.actors.messages import (
     Forget,
     IndexedFiles,
     IndexFiles,
+    Progress,
     SaveSnapshot,
     SearchTree,
     TreeFound,
@@ -120,6 +121,8 @@ class IndexerActor(Actor):
         self.snapshot_path = snapshot_path
         self.tree = TreeIndex()
         self._snapshot_base: TreeSegment | None = None
+        self._snapshot_lock = asyncio.Lock()
+        self._saving: asyncio.Task[None] | None = None  # a snapshot written after the answer
         self._rebuilt = 0
 
     def __repr__(self) -> str:
@@ -131,6 +134,12 @@ class IndexerActor(Actor):
         if base is not None:
             self.tree = TreeIndex(base)
             self._snapshot_base = base
+
+    async def on_stop(self) -> None:
+        # What this session read is kept for the next one, even when no call had time to save it.
+        self._save_soon()
+        if self._saving is not None:
+            await self._saving
 
     async def handle(self, message: object) -> object:
         match message:
@@ -147,6 +156,7 @@ class IndexerActor(Actor):
                 if self.tree.dirty and self._may_compact(deadline):
                     self.tree.compact()
                 if not self._should_snapshot(deadline):
+                    self._save_soon()
                     return None
                 return await self._save_snapshot()
         raise TypeError(f"indexer cannot handle {type(message).__name__}")
@@ -182,7 +192,7 @@ class IndexerActor(Actor):
         else:
             changes, missing = {p: None for p in msg.drop if p in self.tree.files}, []
         found: list[TreeFound] = []
-        analyzed = await self._read_and_analyze(msg.read, msg.deadline, found)
+        analyzed = await self._read_and_analyze(msg.read, msg.deadline, found, msg.progress)
         results, store_error = await asyncio.to_thread(self._store_all, analyzed)
         for stat, a, rec in results:
             if rec is None:
@@ -206,6 +216,10 @@ class IndexerActor(Actor):
         if self._should_snapshot(msg.deadline):
             err = await self._save_snapshot()
             store_error = store_error or err
+        else:
+            # No time left in the bound (a partial first build spends it all on reads): the
+            # snapshot is written after the answer, so a new session starts from what was read.
+            self._save_soon()
         rebuilt = self.store.stats.rebuilt - rebuilt_before + self._rebuilt
         self._rebuilt = 0
         return IndexedFiles(
@@ -258,7 +272,11 @@ class IndexerActor(Actor):
         return out, error
 
     async def _read_and_analyze(
-        self, stats: Sequence[FileStat], deadline: float, found: list[TreeFound]
+        self,
+        stats: Sequence[FileStat],
+        deadline: float,
+        found: list[TreeFound],
+        progress: Progress | None = None,
     ) -> list[tuple[FileStat, Analyzed, bytes]]:
         """Read files through the guard in path order and analyse each as it arrives.
 
@@ -312,6 +330,8 @@ class IndexerActor(Actor):
             for (i, st, data), a in zip(items, res, strict=True):
                 done[i] = (st, a, data)
                 analysed += len(data)
+                if progress is not None:
+                    progress.advance(len(data))
 
         def flush() -> None:
             nonlocal batch, batch_bytes
@@ -330,6 +350,8 @@ class IndexerActor(Actor):
                 if not decision.allowed:
                     skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
                     found.append(TreeFound(st, None, skip))
+                    if progress is not None:
+                        progress.advance(0)
                     return
                 # A read in flight is not cancelled at the deadline (it takes milliseconds):
                 # cancelling an open in a worker thread would leave its file open.
@@ -343,10 +365,10 @@ class IndexerActor(Actor):
                         reading.discard(me)
             if data is not None:
                 read_bytes += len(data)
-            if data is None:
-                found.append(TreeFound(st, None, "gone"))
-            elif len(data) > MAX_FILE_BYTES:
-                found.append(TreeFound(st, None, "too_large"))
+            if data is None or len(data) > MAX_FILE_BYTES:
+                found.append(TreeFound(st, None, "gone" if data is None else "too_large"))
+                if progress is not None:
+                    progress.advance(0)
             elif use_pool:
                 batch.append((i, st, data))
                 batch_bytes += len(data)
@@ -355,6 +377,8 @@ class IndexerActor(Actor):
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
                 analysed += len(data)
+                if progress is not None:
+                    progress.advance(len(data))
 
         try:
             # One descriptor of the root for the whole build: every read is resolved beneath it.
@@ -425,15 +449,42 @@ class IndexerActor(Actor):
 
     async def _save_snapshot(self) -> str | None:
         base = self.tree.snapshot()
-        if base is self._snapshot_base:
-            return None  # already written
-        self._snapshot_base = base
-        try:
-            data = encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
-            await asyncio.to_thread(write_atomic, self.snapshot_path, data)
-        except StoreError as e:
-            return str(e)
-        return None
+        return await self._write_snapshot(base)
+
+    async def _write_snapshot(self, base: TreeSegment) -> str | None:
+        """Write base as the snapshot unless it already is; one write at a time."""
+        async with self._snapshot_lock:
+            if base is self._snapshot_base:
+                return None  # already written
+            try:
+                # Encoded in a thread: the base is never changed once built (a change makes a
+                # new one), so the next message's work may go on meanwhile.
+                data = await asyncio.to_thread(
+                    lambda: encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
+                )
+                await asyncio.to_thread(write_atomic, self.snapshot_path, data)
+            except StoreError as e:
+                return str(e)
+            self._snapshot_base = base
+            return None
+
+    def _save_soon(self) -> None:
+        """Write the snapshot in the background when the base is new (not while a delta holds
+        changes: the next session then loads the base and takes the delta's records from the
+        chunk store)."""
+        if self.tree.dirty or self.tree.base is self._snapshot_base:
+            return
+        if self._saving is not None and not self._saving.done():
+            return  # the running write takes the newest base when it ends
+        self._saving = asyncio.create_task(self._save_in_background())
+
+    async def _save_in_background(self) -> None:
+        while not self.tree.dirty and self.tree.base is not self._snapshot_base:
+            base = self.tree.base
+            err = await self._write_snapshot(base)
+            if err is not None:
+                log.warning("snapshot %s not written: %s", self.snapshot_path, err)
+                return
 
     # -- searching ------------------------------------------------------------------------
 
@@ -447,6 +498,7 @@ class IndexerActor(Actor):
     async def _search_in(self, msg: SearchTree, tree: Beneath) -> TreeSearched:
         words = ranking_words(msg.query)
         hits = self.tree.search(words, msg.limit * 2 + 4, msg.path)
+        matched = self.tree.count_matching(words, msg.path)
         results: list[RepoResult] = []
         gone: list[str] = []
         cache: dict[str, bytes | None] = {}
@@ -476,14 +528,15 @@ class IndexerActor(Actor):
                     h.path,
                     h.start,
                     h.start + len(chunk) - 1,
-                    red[0],
+                    next((x for x in red if x.strip()), red[0]),
                     tuple(best_lines(numbered, words)),
                     h.score,
                 )
             )
         return TreeSearched(
-            tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone)
-        )
+            tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone),
+            matched=matched,
+        )  # fmt: skip
 
 
 def _load_factor() -> float:

@@ -6,6 +6,7 @@ listed as such, which the sender hands over and never touches again.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,37 @@ class FileStat:
 # -- refresher ------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class Progress:
+    """How far one refresh has gone, for a progress display (the command line's bar).
+
+    The refresher fills in what it is to read once it has listed the tree; the indexer counts
+    each of those files once it is handled: read and analysed, or refused, gone or too large.
+    Shared within the process and read from any thread; nothing in it decides anything."""
+
+    planned: bool = False
+    """The tree is listed and the files to read are known."""
+    to_read: int = 0
+    """Files to read in this call."""
+    bytes_to_read: int = 0
+    """Their size."""
+    read: int = 0
+    """Files handled so far."""
+    bytes_read: int = 0
+    """Bytes read so far."""
+    started: float = 0.0
+    """``time.monotonic()`` when reading began."""
+
+    def plan(self, files: int, nbytes: int) -> None:
+        self.to_read, self.bytes_to_read = files, nbytes
+        self.started = time.monotonic()
+        self.planned = True
+
+    def advance(self, nbytes: int) -> None:
+        self.read += 1
+        self.bytes_read += nbytes
+
+
 @dataclass(frozen=True, slots=True)
 class Refresh:
     """Bring the tree's index up to date (§5)."""
@@ -53,6 +85,8 @@ class Refresh:
     """index-update PATH with a directory: walk it whole, ignored files included."""
     update: bool = False
     """An index-update (it records its summary even when nothing changed)."""
+    progress: Progress | None = None
+    """Filled in as the refresh goes, for a progress display."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +149,8 @@ class IndexFiles:
     """No read starts past this event loop time."""
     drop: tuple[str, ...] = ()
     """Files to take out of the index (gone, or refused now)."""
+    progress: Progress | None = None
+    """Counts each file of ``read`` as it is handled, for a progress display."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +209,8 @@ class TreeSearched:
     """The guard's reason."""
     gone: tuple[str, ...] = field(default_factory=tuple)
     """Results left out because their lines are gone."""
+    matched: int = 0
+    """Chunks that hold at least one of the query's words (within the path, when given)."""
 
 
 @dataclass(frozen=True, slots=True)

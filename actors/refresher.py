@@ -427,6 +427,8 @@ class RefresherActor(Actor):
         t0 = time.perf_counter()
         plan = await asyncio.to_thread(self._plan, msg.directory, msg.update)
         to_read, drop, skipped, over = plan.to_read, plan.drop, plan.skipped, plan.over
+        if msg.progress is not None:
+            msg.progress.plan(len(to_read), sum(st.size for st in to_read))
         extra = self._extra
         touched: dict[str, Entry | None] = dict(drop)
         need_sync = self._synced != self.manifest.generation
@@ -461,7 +463,8 @@ class RefresherActor(Actor):
         reserve = min(SEARCH_RESERVE, (msg.deadline - asyncio.get_running_loop().time()) / 25)
         deadline = msg.deadline if msg.update else msg.deadline - reserve
         done = await self.indexer.ask_as(
-            IndexFiles(target, tuple(to_read), deadline, tuple(drop)), IndexedFiles
+            IndexFiles(target, tuple(to_read), deadline, tuple(drop), msg.progress),
+            IndexedFiles,
         )
         missing = list(done.missing)
         rounds = [done]

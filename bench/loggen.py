@@ -25,6 +25,7 @@ Deterministic for a seed. Importable: :func:`generate_log` and :func:`generate_t
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import random
@@ -476,3 +477,30 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def add_image(src: Path, dst: Path, *, size: int = 2_000_000, wrap: int | None = 76) -> int:
+    """Copy the log at src to dst with one more turn: a read of a screenshot whose output is
+    ``size`` characters of real base64 (with ``+`` and ``/``), wrapped at ``wrap`` columns (None:
+    one line), as a tool that returns an image gives it. Returns the result's seq."""
+    data = src.read_bytes()
+    last = json.loads(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    seq, turn = int(last["seq"]), int(last.get("turn") or 0) + 1
+    image = base64.b64encode(random.Random(seq).randbytes(size * 3 // 4)).decode()
+    if wrap:
+        image = "\n".join(image[i : i + wrap] for i in range(0, len(image), wrap))
+    ts = str(last.get("ts") or "2026-10-01T09:00:00Z")
+    events = [
+        {"kind": "person.message", "text": "Look at the screenshot of the failing page."},
+        {"kind": "llm.resp", "text": "Reading it.",
+         "calls": [{"id": "img1", "name": "fs-read", "args": {"path": "screenshot.png"}}]},
+        {"kind": "tool.result", "call_id": "img1", "name": "fs-read",
+         "args": {"path": "screenshot.png"}, "output": f"image/png base64\n{image}\n"},
+        {"kind": "turn.end"},
+    ]  # fmt: skip
+    with open(dst, "wb") as f:
+        f.write(data)
+        for i, e in enumerate(events, 1):
+            line = {"seq": seq + i, "ts": ts, "turn": turn, "agent": "main", **e}
+            f.write(json.dumps(line).encode() + b"\n")
+    return seq + 3

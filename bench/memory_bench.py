@@ -13,7 +13,9 @@ as the engine asks them:
   worker processes when the logs to fold pass actors.earlier.POOL_MIN_BYTES; the row "pool" forces
   the workers to show what they cost and save on this machine);
 - earlier tasks, later searches: the median over the same queries;
-- the .mem files' bytes against the logs'.
+- the .mem files' bytes against the logs';
+- the same conversation with one more turn holding a 2 MB image in base64 (76 columns, and on
+  one line): its .mem against its log, and its first search against the log's without it.
 
 The earlier tasks' logs are generated, then left alone for more than store.mem.RACY_NS before the
 first search, as a project's earlier tasks are: a log changed within that of its .mem's build is
@@ -47,7 +49,7 @@ from nodwyn_retrieval.retrieval.words import clear_memo
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.mem import RACY_NS, mem_path
 
-from bench.loggen import Tree, generate_log, generate_tasks
+from bench.loggen import Tree, add_image, generate_log, generate_tasks
 
 QUERIES = (
     "credential binding localhost",
@@ -195,6 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     row("conversation: first search (builds the .mem)", *secs(first), "0.3 s")
     row("conversation: later search (median)", *msecs(later), "4 ms")
     row("conversation: .mem / log", f"{ratio:.2f}x", "", "0.5x")
+    for wrap in (76, None):
+        img = work / f"conversation-image-{wrap or 'flat'}.jsonl"
+        if not img.exists():
+            add_image(log, img, wrap=wrap)
+        ifirst, _, iratio = asyncio.run(conversation(img, ns.runs))
+        how = f"wrapped at {wrap}" if wrap else "on one line"
+        row(f"  + 2 MB image ({how}): .mem / log", f"{iratio:.2f}x", "", "0.3x")
+        row(f"  + 2 MB image ({how}): first search / without", f"{ifirst[0] / first[0]:.2f}x",
+            f"{ifirst[1] / first[1]:.2f}x", "1.5x")  # fmt: skip
     first, later, ratio = asyncio.run(earlier(tasks, ns.runs, pool=False))
     row("earlier: first search (writes 78 .mem)", *secs(first), "1.3 s")
     row("earlier: later search (median)", *msecs(later), "10 ms")

@@ -1,34 +1,40 @@
 """A process pool for CPU-bound work, with deadlines and the library's errors.
 
-It wraps :class:`concurrent.futures.ProcessPoolExecutor` to add what the callers rely on:
+The workers are processes of the library's own: each runs :mod:`nodwyn_retrieval.bus._worker`,
+started with the interpreter of this process and its ``sys.path``, and takes one piece of work
+at a time over a pipe. They are not started by :mod:`multiprocessing`, whose spawn and fork-server
+children run the caller's ``__main__`` again as ``__mp_main__``: a user's script without
+``if __name__ == "__main__":`` would run its own top level once more in every worker. Here the
+caller's script is never imported in a worker.
+
+What the callers rely on:
 
 * Nothing starts until the first :meth:`ProcessPool.run`: a search that never needs the pool never
-  pays for processes.
-* A deadline is kept on both sides. Work is handed to the executor only when a worker is free, so
-  work still waiting at its deadline is never started; the worker also checks the deadline before it
+  pays for processes. A worker is started when work finds none idle, up to ``max_workers``, and
+  stays up for the next; ``preload`` names modules each worker imports once as it starts.
+* A deadline is kept on both sides. Work is handed to a worker only when one is free, so work
+  still waiting at its deadline is never started; the worker also checks the deadline before it
   begins. The caller never waits past its deadline: work running then is left to finish, unseen.
 * Errors come back as the library's, which pickle: a :class:`errors.RetrievalError` as itself,
-  anything else as :class:`errors.WorkerError`, a dead worker as :class:`errors.WorkerCrashed`,
-  after which the next run gets a fresh executor.
+  anything else as :class:`errors.WorkerError`, a dead worker as :class:`errors.WorkerCrashed`;
+  the next run starts a fresh worker in its place.
 
-Functions sent to workers must be importable top-level functions (they travel by name).
+Functions sent to workers must be top-level functions of importable modules (they travel by
+name); a function of the running script itself is refused before anything starts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import multiprocessing
 import os
 import pickle
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Self, TypeVar, TypeVarTuple
 
+from nodwyn_retrieval.bus._worker import HEADER, _call, _name, frame
 from nodwyn_retrieval.errors import (
     ActorDead,
     BadInput,
@@ -38,35 +44,64 @@ from nodwyn_retrieval.errors import (
     WorkerError,
 )
 
-__all__ = ["START_METHOD", "ProcessPool"]
+__all__ = ["ProcessPool", "_call"]  # _call: the worker's half of the deadline rule
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
-START_METHOD = "forkserver" if sys.platform == "linux" else "spawn"
-"""How workers start: never "fork", which copies the event loop's threads and locks mid-flight."""
+# A worker's answer can be megabytes (a batch's records): read it in large pieces.
+_READ_LIMIT = 1 << 24
+# How long a worker may take to leave once its input is closed, before it is killed.
+_STOP_GRACE = 5.0
 
 
-def _name(fn: object) -> str:
-    return getattr(fn, "__qualname__", None) or repr(fn)
+class _Crashed(Exception):
+    """The worker's pipe closed mid-exchange: the process died."""
 
 
-def _call(fn: Callable[[*Ts], T], args: tuple[*Ts], not_after: float | None) -> T:
-    """Run ``fn`` in a worker unless its deadline has passed; raise only errors that pickle.
+class _Worker:
+    """One worker process and its pipe."""
 
-    ``not_after`` is on the :func:`time.monotonic` clock, which every process shares.
-    """
-    if not_after is not None and time.monotonic() >= not_after:
-        raise DeadlineExceeded(f"{_name(fn)} was not started before its deadline")
-    try:
-        return fn(*args)
-    except RetrievalError:
-        raise
-    except BaseException as exc:
-        # Any exception may fail to pickle (and one that fails to unpickle breaks the executor),
-        # and a SystemExit must not end the caller: only the type and text cross back. The chained
-        # original still shows in the remote traceback.
-        raise WorkerError(f"{type(exc).__name__}: {exc}") from exc
+    __slots__ = ("proc",)
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def exchange(self, payload: bytes) -> bytes:
+        """Send one request and return the answer's body."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        if stdin is None or stdout is None:  # pragma: no cover - always piped
+            raise _Crashed
+        try:
+            stdin.write(frame(payload))
+            await stdin.drain()
+            head = await stdout.readexactly(HEADER)
+            return await stdout.readexactly(int.from_bytes(head, "little"))
+        except (asyncio.IncompleteReadError, ConnectionError) as e:
+            raise _Crashed from e
+
+    async def stop(self, grace: float = _STOP_GRACE) -> None:
+        """Close its input (it leaves when idle), and kill it if it has not left after grace."""
+        stdin = self.proc.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), grace)
+        except TimeoutError:
+            if self.proc.returncode is None:
+                self.proc.kill()
+            await self.proc.wait()
+
+
+def _bootstrap(preload: Sequence[str]) -> str:
+    """The worker's ``-c`` program: this process's ``sys.path``, then the library's entry point."""
+    # As multiprocessing's spawn does, the current directory ("") is fixed to where it is now.
+    cwd = os.getcwd()
+    path = [cwd if p == "" else p for p in sys.path]
+    return (
+        f"import sys; sys.path[:] = {path!r}; "
+        f"from nodwyn_retrieval.bus._worker import main; main({list(preload)!r})"
+    )
 
 
 class ProcessPool:
@@ -76,18 +111,25 @@ class ProcessPool:
     """
 
     def __init__(self, max_workers: int | None = None, *, preload: Sequence[str] = ()) -> None:
-        """``preload``: modules the fork server imports once, so that each worker starts with
-        them loaded instead of importing them itself (numpy alone costs a worker half a second).
+        """``preload``: modules each worker imports as it starts, before its first work, so that
+        the first work does not pay for them (numpy alone costs a worker a good part of a second).
         """
         if max_workers is not None and max_workers < 1:
             raise BadInput(f"max_workers must be at least 1, got {max_workers}")
         self.max_workers = max_workers or os.cpu_count() or 1
         self.preload = tuple(preload)
-        self._executor: ProcessPoolExecutor | None = None
-        self._broken: list[ProcessPoolExecutor] = []  # replaced after a crash, joined by close()
-        self._slots = asyncio.Semaphore(self.max_workers)  # held from submit until the work ends
+        self._idle: list[_Worker] = []
+        self._workers: set[_Worker] = set()
+        self._running: set[asyncio.Task[bytes]] = set()
+        self._slots = asyncio.Semaphore(self.max_workers)  # held from the hand-over to the end
         self._busy = 0
+        self._started = False
         self._closed = False
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The process ids of the workers up now."""
+        return tuple(sorted(w.proc.pid for w in self._workers))
 
     async def run(self, fn: Callable[[*Ts], T], *args: *Ts, deadline: float | None = None) -> T:
         """Return ``fn(*args)`` computed in a worker process.
@@ -98,6 +140,11 @@ class ProcessPool:
         loop = asyncio.get_running_loop()
         name = _name(fn)
         self._check_open()
+        if getattr(fn, "__module__", None) in ("__main__", "__mp_main__"):
+            raise BadInput(
+                f"{name} is defined in the running script, which worker processes do not import;"
+                " pass a top-level function of an importable module"
+            )
         try:
             pickle.dumps(fn)
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
@@ -114,95 +161,98 @@ class ProcessPool:
             raise DeadlineExceeded(f"{name} was not started before its deadline") from None
         try:
             self._check_open()
-            executor, future = self._submit(fn, args, deadline, loop)
+            not_after = None if deadline is None else time.monotonic() + (deadline - loop.time())
+            try:
+                payload = pickle.dumps((fn, args, not_after), pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # noqa: BLE001 - any failure to pickle is the caller's
+                raise BadInput(
+                    f"the arguments of {name} cannot be sent to a worker process"
+                    f" ({type(exc).__name__}: {exc})"
+                ) from None
         except BaseException:
             self._slots.release()
             raise
         self._busy += 1
-        future.add_done_callback(lambda _: self._work_done(loop))
-        return await self._result(future, executor, name, deadline)
-
-    async def _result(
-        self, future: Future[T], executor: ProcessPoolExecutor, name: str, deadline: float | None
-    ) -> T:
-        """Wait for ``future`` until the deadline and map what it raises to the library's errors."""
+        task = loop.create_task(self._work(payload))
+        self._running.add(task)
+        task.add_done_callback(self._work_done)
         waiting = asyncio.timeout_at(deadline)
         try:
             async with waiting:
-                return await asyncio.wrap_future(future)
-        except BrokenProcessPool:
-            self._retire(executor)
-            raise WorkerCrashed(f"a worker process died while running {name}") from None
-        except TimeoutError as exc:
-            if isinstance(exc, RetrievalError) or not waiting.expired():
-                raise  # the worker's own DeadlineExceeded
-            future.cancel()  # if it has not begun; if it has, its result is dropped
+                # Shielded: a caller that stops waiting (its deadline, a cancel) leaves the work
+                # to finish, and its worker to come back idle.
+                body = await asyncio.shield(task)
+        except TimeoutError:
+            if not waiting.expired():  # pragma: no cover - the work raises no TimeoutError
+                raise
             raise DeadlineExceeded(f"{name} did not finish before its deadline") from None
-        except RetrievalError:
-            raise
-        except Exception as exc:
-            raise WorkerError(f"{type(exc).__name__}: {exc}") from exc
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if future.cancelled() and current is not None and not current.cancelling():
-                raise ActorDead(f"the process pool closed before {name} started") from None
-            raise
+        except _Crashed:
+            raise WorkerCrashed(f"a worker process died while running {name}") from None
+        return self._unpack(body, name)  # type: ignore[return-value]
 
-    def _submit(
-        self,
-        fn: Callable[[*Ts], T],
-        args: tuple[*Ts],
-        deadline: float | None,
-        loop: asyncio.AbstractEventLoop,
-    ) -> tuple[ProcessPoolExecutor, Future[T]]:
-        not_after = None if deadline is None else time.monotonic() + (deadline - loop.time())
-        executor = self._current_executor()
+    async def _work(self, payload: bytes) -> bytes:
+        """Hand the request to an idle worker (started if none is) and return its answer."""
+        worker = self._idle.pop() if self._idle else await self._start()
         try:
-            return executor, executor.submit(_call, fn, args, not_after)
-        except BrokenProcessPool:
-            # It broke after the last run looked at it: replace it, once.
-            self._retire(executor)
-            executor = self._current_executor()
-            return executor, executor.submit(_call, fn, args, not_after)
+            body = await worker.exchange(payload)
+        except BaseException:
+            # Dead, or cut off mid-frame: it cannot serve again.
+            self._workers.discard(worker)
+            await asyncio.shield(worker.stop(grace=0))
+            raise
+        self._idle.append(worker)
+        return body
 
-    def _current_executor(self) -> ProcessPoolExecutor:
-        if self._executor is None:
-            context = multiprocessing.get_context(START_METHOD)
-            if self.preload and START_METHOD == "forkserver":
-                context.set_forkserver_preload(list(self.preload))
-            self._executor = ProcessPoolExecutor(self.max_workers, mp_context=context)
-        return self._executor
+    async def _start(self) -> _Worker:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _bootstrap(self.preload),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=_READ_LIMIT,
+        )
+        worker = _Worker(proc)
+        self._workers.add(worker)
+        self._started = True
+        return worker
 
-    def _retire(self, executor: ProcessPoolExecutor) -> None:
-        """Drop a broken executor so that the next run starts a fresh one."""
-        if self._executor is executor:
-            self._executor = None
-            self._broken.append(executor)
-            executor.shutdown(wait=False, cancel_futures=True)
-
-    def _work_done(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Free a slot; called from the executor's thread when a submitted future ends."""
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is left to wake
-            loop.call_soon_threadsafe(self._free_slot)
-
-    def _free_slot(self) -> None:
+    def _work_done(self, task: asyncio.Task[bytes]) -> None:
+        self._running.discard(task)
         self._busy -= 1
         self._slots.release()
+        if not task.cancelled():
+            task.exception()  # seen here when the caller stopped waiting for it
+
+    @staticmethod
+    def _unpack(body: bytes, name: str) -> object:
+        try:
+            ok, value = pickle.loads(body)  # noqa: S301 - our own worker's answer
+        except Exception as exc:  # noqa: BLE001 - an answer that cannot be rebuilt
+            raise WorkerError(
+                f"the answer of {name} cannot be read: {type(exc).__name__}: {exc}"
+            ) from None
+        if ok:
+            return value
+        if isinstance(value, RetrievalError):
+            raise value
+        raise WorkerError(f"{type(value).__name__}: {value}")
 
     def _check_open(self) -> None:
         if self._closed:
             raise ActorDead("the process pool is closed")
 
     async def close(self) -> None:
-        """Cancel work not begun, wait for running work and the processes to end. Idempotent."""
+        """Start no more work, wait for running work and the processes to end. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        executors = [*self._broken, *([self._executor] if self._executor else [])]
-        self._executor = None
-        self._broken.clear()
-        for executor in executors:
-            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        workers = list(self._workers)
+        self._workers.clear()
+        self._idle.clear()
+        await asyncio.gather(*(w.stop() for w in workers))
 
     async def __aenter__(self) -> Self:
         return self
@@ -218,11 +268,8 @@ class ProcessPool:
     def __repr__(self) -> str:
         if self._closed:
             state = "closed"
-        elif self._executor is None:
+        elif not self._started:
             state = "not started"
         else:
             state = "started"
-        return (
-            f"<ProcessPool {state}, {START_METHOD}, max_workers={self.max_workers},"
-            f" {self._busy} busy>"
-        )
+        return f"<ProcessPool {state}, max_workers={self.max_workers}, {self._busy} busy>"

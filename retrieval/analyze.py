@@ -26,13 +26,14 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.errors import BadInput, FormatError
+from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import CHUNKER_VERSION, cut, declaration_offsets_utf8
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
 
 __all__ = ["ANALYZE_VERSION", "FileRecord", "analyze"]
 
-ANALYZE_VERSION: Final[int] = WORDS_VERSION * 1000 + CHUNKER_VERSION
-"""Changes when either the words or the chunks change: part of the chunk store's key (§4)."""
+ANALYZE_VERSION: Final[int] = (WORDS_VERSION * 1000 + CHUNKER_VERSION) * 100 + BLOBS_VERSION
+"""Changes when the words, the chunks or the blobs change: part of the chunk store's key (§4)."""
 
 _ARRAYS: Final = ("starts", "ends", "offsets", "word", "body", "first")
 _KEYS: Final = frozenset(("vocab", *_ARRAYS))
@@ -347,7 +348,7 @@ def analyze(text: str) -> FileRecord:
 
     # 2. Runs, each chunk's split on its own so that its runs are known to be its, and counted in
     # its first line. A run never crosses a line.
-    tdata = translate(data)
+    tdata = translate(blank_blobs(data))  # base64, hex dumps, minified code: no words
     bounds = line_starts[np.append(lows, n_lines)].tolist()
     per_chunk = [tdata[a:b].split() for a, b in pairwise(bounds)]
     first_ends = line_starts[lows + 1].tolist()

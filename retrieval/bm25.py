@@ -31,6 +31,7 @@ __all__ = [
     "Part",
     "Segment",
     "SegmentBuilder",
+    "count_matching",
     "idf",
     "merge_segments",
     "search_all",
@@ -505,3 +506,25 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
     cs = np.concatenate(cand_score)
     order = np.lexsort((cd, cp, -cs))[:limit]
     return [Hit(int(cp[i]), int(cd[i]), float(cs[i])) for i in order]
+
+
+def count_matching(parts: Sequence[Part], query_words: Iterable[str]) -> int:
+    """How many documents of the parts hold at least one of the words: the documents
+    :func:`search_all` would score, live and allowed ones only."""
+    words = list(dict.fromkeys(query_words))
+    total = 0
+    for p in parts:
+        seg = p.segment
+        if not seg.n_docs or not words:
+            continue
+        hit = np.zeros(seg.n_docs, dtype=bool)
+        for w in words:
+            docs, _ = seg.postings(w)
+            if docs.size:
+                hit[docs] = True
+        if p.allow is not None:
+            hit &= p.allow
+        if p.live is not None:
+            hit &= p.live
+        total += int(np.count_nonzero(hit))
+    return total

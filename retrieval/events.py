@@ -1,8 +1,8 @@
 """The events of a log as the conversation and earlier-task searches see them (ADR 0050 §8, §9).
 
 Pure functions, no I/O: which events are ranked, an event's text with the lines recall numbers,
-the words it is indexed by and their weights, the call a result answers, a turn's card, and how a
-search's results and a recall are rendered.
+the words it is indexed by and their weights, the call a result answers and a turn's card. How a
+search's results and a recall read is :mod:`retrieval.event_render`.
 
 One text, two uses. :func:`event_text` gives the lines a recall shows and numbers; the words an
 event is indexed by (:func:`event_counts`) are the words of those same lines (less the lines of a
@@ -32,50 +32,55 @@ Everything shown or indexed is redacted first (§3, ADR 43): no known credential
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any
 
 from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import split_lines
-from nodwyn_retrieval.retrieval.render import best_lines, clip, plural
-from nodwyn_retrieval.retrieval.words import word_counts, words
+from nodwyn_retrieval.retrieval.render import clip, plural
+from nodwyn_retrieval.retrieval.words import (
+    QUERY_STOP_WORDS,
+    encode,
+    query_words,
+    translate,
+    word_table,
+)
 
 __all__ = [
+    "CALL_CHARS",
     "CALL_WEIGHT",
     "CARD_LINE_CHARS",
     "EVENTS_VERSION",
     "MAIN",
     "NAME_WEIGHT",
     "NEVER_RANKED",
+    "PIECE_CHARS",
     "RANKED_KINDS",
     "SELF_TOOLS",
     "Call",
     "Card",
     "CardMaker",
     "EventText",
-    "LogHit",
     "Memo",
     "agent_of",
+    "conversation_words",
     "event_counts",
     "event_fields",
     "event_text",
-    "hit_json",
     "is_ranked",
     "kind_of",
-    "matched_lines",
-    "render_hits",
-    "render_recall",
     "seq_ranges",
     "text_counts",
     "turn_of",
     "unread_reason",
+    "word_runs",
 ]
 
-EVENTS_VERSION = 1
+EVENTS_VERSION = 2 * 100 + BLOBS_VERSION  # 2: blobs are not words
 """Bumped whenever what an event is indexed by changes (its text, weights, what is ranked): it is
 part of a ``.mem``'s validity, so every ``.mem`` is rebuilt after a change."""
 
@@ -120,6 +125,10 @@ NAME_WEIGHT = 3
 """An attached file's name counts three times its text, as a chunk's path does (§6)."""
 CARD_LINE_CHARS = 100
 """A card holds the first line of its turn's first person.message, cut at this many characters."""
+PIECE_CHARS = 4000
+"""A line of an event longer than this is cut into pieces of this many characters, each numbered
+as a line: a recall pages a 40,000-character line (or a 5 MB tool output on one line) as it pages
+lines, and every character can be reached with ``start``."""
 CALL_CHARS = 160
 """A call shown in a result's line or a recall's header is cut here (a write's whole content is
 an argument; recall's body shows it whole)."""
@@ -334,6 +343,9 @@ class EventText:
     """An attached file's name."""
     redacted: int = 0
     """How many credentials redaction replaced."""
+    pieces: tuple[tuple[int, int, int], ...] = ()
+    """Each line of the event longer than :data:`PIECE_CHARS`: ``(first, last, characters)``,
+    the lines (1-based) its pieces are numbered as and its length."""
 
     @property
     def label(self) -> str:
@@ -354,16 +366,37 @@ class EventText:
         return out
 
 
+def _n_pieces(line: str) -> int:
+    return max(1, -(-len(line) // PIECE_CHARS))
+
+
+def _in_pieces(lines: list[str]) -> tuple[list[str], list[tuple[int, int, int]]]:
+    """Lines with each one longer than PIECE_CHARS cut into pieces; and where those lie."""
+    if all(len(x) <= PIECE_CHARS for x in lines):
+        return lines, []
+    out: list[str] = []
+    where: list[tuple[int, int, int]] = []
+    for line in lines:
+        if len(line) <= PIECE_CHARS:
+            out.append(line)
+            continue
+        first = len(out) + 1
+        out.extend(line[i : i + PIECE_CHARS] for i in range(0, len(line), PIECE_CHARS))
+        where.append((first, len(out), len(line)))
+    return out, where
+
+
 def event_text(event: Mapping[str, Any]) -> EventText:
-    """The event's redacted text in lines, as recall shows it and a search numbers it."""
+    """The event's redacted text in lines, as recall shows it and a search numbers it; a line
+    longer than :data:`PIECE_CHARS` is numbered as its pieces."""
     segs, call, title = _segments(event)
     body = redact(_joined(s for s, _ in segs))
-    lines = tuple(split_lines(body.text))
+    lines, pieces = _in_pieces(split_lines(body.text))
     hidden: set[int] = set()
     if not all(ranked for _, ranked in segs):
         n = 0
         for text, ranked in segs:
-            k = max(len(split_lines(text)), 1)
+            k = max(sum(_n_pieces(x) for x in split_lines(text)), 1)
             if not ranked:
                 hidden.update(range(n + 1, n + k + 1))
             n += k
@@ -383,13 +416,14 @@ def event_text(event: Mapping[str, Any]) -> EventText:
         turn=turn_of(event),
         agent=agent_of(event),
         ts=_ts_of(event),
-        lines=lines,
+        lines=tuple(lines),
         call=call,
         calls=tuple(calls),
         hidden=frozenset(hidden),
         error=event.get("error") is True,
         title=shown_title.text,
         redacted=count + shown_title.count,
+        pieces=tuple(pieces),
     )
 
 
@@ -398,14 +432,35 @@ Memo = dict[str, dict[str, int]]
 ADR counts 2,172 repeated reads in 3,864), and counting a text's words once is enough."""
 
 
+def word_runs(text: str) -> list[bytes]:
+    """The runs of text (retrieval.words.runs) with its blobs left out (retrieval.blobs): a
+    base64 image, a hex dump or a minified bundle in an event gives no words."""
+    return translate(blank_blobs(encode(text))).split()
+
+
+def _word_counts(text: str) -> dict[str, int]:
+    """retrieval.words.word_counts over :func:`word_runs`."""
+    table = word_table()
+    counted = Counter(word_runs(text))
+    counts: dict[int, int] = {}
+    get = counts.get
+    for code, n in zip(map(table.__getitem__, counted), counted.values(), strict=True):
+        if code >= 0:
+            counts[code] = get(code, 0) + n
+        else:
+            for i in table.ids(code):
+                counts[i] = get(i, 0) + n
+    return dict(zip(map(table.words.__getitem__, counts), counts.values(), strict=True))
+
+
 def text_counts(text: str, memo: Memo | None = None) -> dict[str, int]:
-    """The words of text, redacted first, with their counts. The dict may be one of memo's
-    values: do not change it."""
+    """The words of text, redacted first, with their counts, its blobs left out. The dict may be
+    one of memo's values: do not change it."""
     if memo is not None:
         got = memo.get(text)
         if got is not None:
             return got
-    counts = word_counts(redact(text).text) if text else {}
+    counts = _word_counts(redact(text).text) if text else {}
     if memo is not None:
         memo[text] = counts
     return counts
@@ -445,6 +500,25 @@ def event_counts(event: Mapping[str, Any], memo: Memo | None = None) -> dict[str
         for w, c in text_counts(text, memo).items():
             out[w] = get(w, 0) + c * weight
     return out
+
+
+CONVERSATION_STOP_WORDS = QUERY_STOP_WORDS | frozenset((
+    "i", "me", "my", "we", "us", "our", "you", "your", "he", "she", "his", "her", "they", "was",
+    "were", "been", "being", "has", "have", "had", "did", "done", "that", "than", "then", "so",
+    "if", "but", "not", "no", "all", "any", "some", "just", "also", "would", "could", "should",
+    "will", "may", "might", "must", "got", "get",
+))  # fmt: skip
+"""English words a question about what was seen carries ("what did the test print when I ran
+it") and any event holds by chance: the repository's stop words and the pronouns and auxiliary
+verbs of a question told in the first person."""
+
+
+def conversation_words(query: str) -> list[str]:
+    """The words a conversation or earlier-task search ranks by: the query's, less English stop
+    words (CONVERSATION_STOP_WORDS), unless the query is nothing but those."""
+    found = query_words(query)
+    kept = [w for w in found if w not in CONVERSATION_STOP_WORDS]
+    return kept or found
 
 
 # -- cards ---------------------------------------------------------------------------------------
@@ -602,229 +676,3 @@ def seq_ranges(seqs: Iterable[int]) -> str:
     if run:
         out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
     return ", ".join(out)
-
-
-# -- a search's results -------------------------------------------------------------------------
-
-
-def matched_lines(et: EventText, query_words: Sequence[str], n: int = 3) -> list[tuple[int, str]]:
-    """The n lines of the event holding the most query words, numbered as recall numbers them:
-    what :func:`retrieval.render.best_lines` picks, found with less splitting.
-
-    A line cannot hold more query words than it holds as substrings of its lowercased text (every
-    word is a lowercased piece of the line), so that count bounds each line's. Lines are split
-    into words best bound first, and the search stops once n lines are known to beat every line
-    left: a 2,000-line file read costs a substring search, not 2,000 splits.
-    """
-    wanted = set(query_words)
-    if not wanted:
-        return []
-    lines = et.lines
-    if not all(w.isascii() for w in wanted):
-        # A non-ASCII word's lowercasing may not be a substring of the line's: no bound.
-        numbered = [(i, line) for i, line in enumerate(lines, 1) if i not in et.hidden]
-        return best_lines(numbered, query_words, n)
-    cut = lines if max(map(len, lines), default=0) <= 4096 else [x[:4096] for x in lines]
-    low = "\n".join(cut).lower()
-    starts = list(accumulate(map(len, cut), lambda a, b: a + b + 1, initial=0))
-    bound: dict[int, set[str]] = {}
-    for w in wanted:
-        pos = low.find(w)
-        while pos >= 0:
-            k = bisect.bisect_right(starts, pos) - 1
-            if k + 1 not in et.hidden:
-                bound.setdefault(k, set()).add(w)
-            pos = low.find(w, starts[k + 1])
-    order = sorted(bound, key=lambda k: (-len(bound[k]), k))
-    found: list[tuple[int, int, str]] = []  # (-hits, line number, text)
-    for k in order:
-        if len(found) >= n:
-            worst = max(found)
-            if (-len(bound[k]), k + 1) > worst[:2]:
-                break
-        num, text = k + 1, lines[k]
-        hits = len(wanted.intersection(words(text[:4096])))
-        if hits:
-            found.append((-hits, num, text))
-            found.sort()
-            del found[n:]
-    return [(num, text) for _, num, text in sorted(found, key=lambda t: t[1])]
-
-
-@dataclass(frozen=True, slots=True)
-class LogHit:
-    """One conversation or earlier-task result, ready to show."""
-
-    event: EventText
-    """The event, redacted."""
-    card: Card
-    """The card of the turn that holds it."""
-    lines: tuple[tuple[int, str], ...]
-    """Its lines holding the most matched words: (number as recall numbers it, text)."""
-    score: float
-    """Its BM25 score."""
-    task: str | None = None
-    """For an earlier task, the task's id."""
-    date: str | None = None
-    """For an earlier task, its date (``2026-10-09``)."""
-    title: str = ""
-    """For an earlier task, its title."""
-    archived: bool = False
-    """For an earlier task, whether it is archived (§9: archived ones are marked)."""
-
-
-def _group_line(hit: LogHit) -> str:
-    if hit.task is None:
-        return hit.card.text()
-    task = f"task {hit.task}"
-    details = [d for d in (hit.date, "archived" if hit.archived else None) if d]
-    if details:
-        task += f" ({', '.join(details)})"
-    if hit.title:
-        task += f' "{clip(hit.title, CARD_LINE_CHARS)}"'
-    return f"{task} · {hit.card.text()}"
-
-
-def render_hits(header: str, hits: Sequence[LogHit]) -> str:
-    """The header, then the results grouped by the turn that holds each, under its card's line.
-
-    Groups come in the order of their best result, results within one in rank order: the first
-    result shown is still the best one.
-    """
-    groups: dict[tuple[str | None, int], list[LogHit]] = {}
-    for h in hits:
-        groups.setdefault((h.task, h.card.turn), []).append(h)
-    out = [header]
-    for members in groups.values():
-        out.append(_group_line(members[0]))
-        for h in members:
-            out.append(f"  seq {h.event.seq} {h.event.describe()}")
-            out.extend(f"    {n}: {clip(text)}" for n, text in h.lines)
-    return "\n".join(out)
-
-
-def hit_json(hit: LogHit) -> dict[str, Any]:
-    """One result as CLI.md's JSON has it."""
-    et = hit.event
-    doc: dict[str, Any] = {
-        "seq": et.seq,
-        "kind": et.kind,
-        "agent": et.agent,
-        "turn": et.turn,
-        "card": _group_line(hit) if hit.task is None else hit.card.text(),
-        "call": et.call.to_json() if et.call is not None else None,
-        "lines": [{"n": n, "text": t} for n, t in hit.lines],
-        "score": round(hit.score, 4),
-        "provenance": "external:log",
-    }
-    if hit.task is not None:
-        doc["task"] = hit.task
-        doc["date"] = hit.date
-        doc["archived"] = hit.archived
-        doc["title"] = hit.title
-    return doc
-
-
-# -- recall --------------------------------------------------------------------------------------
-
-
-def render_recall(
-    et: EventText,
-    *,
-    start: int | None,
-    count: int | None,
-    cap: int,
-    results: Sequence[tuple[Call, int | None]] = (),
-    card: Card | None = None,
-    turn_seqs: Sequence[int] = (),
-    task: str | None = None,
-) -> tuple[str, dict[str, Any]]:
-    """A recall's text and JSON: a header naming the event, then its lines, within ``cap``.
-
-    Whole when no range is given and it fits; otherwise in lines, as a ranged file read pages a
-    file (``[lines A-B of N]``), and cut at ``cap`` characters with a line saying how to go on.
-    ``results`` pairs a reply's calls with the seq of each one's result (None when the log holds
-    none); ``card`` and ``turn_seqs`` are given for a turn's first person.message. The caller
-    has checked that ``start`` is within the lines.
-    """
-    total = len(et.lines)
-    where = f" of task {task}" if task else ""
-    head = [f"seq {et.seq}{where} · {et.label}"]
-    if et.agent != MAIN:
-        head[0] += f" · {et.agent}'s context"
-    head[0] += f" · turn {et.turn}" if et.turn else ""
-    if et.ts:
-        head[0] += f" · {et.ts}"
-    if et.call is not None:
-        head.append(
-            f"result of {clip(et.call.text, CALL_CHARS)}" + (" (error)" if et.error else "")
-        )
-    if et.title:
-        head.append(f"attachment {et.title}")
-    if et.redacted:
-        head.append(f"[{plural(et.redacted, 'credential')} redacted]")
-    if card is not None:
-        head.append(f"card: {card.text()}")
-        head.append(f"turn {card.turn} holds seqs {seq_ranges(turn_seqs)}")
-    tail: list[str] = []
-    for call, seq in results:
-        name = clip(call.text, CALL_CHARS)
-        tail.append(
-            f"[call {name}: its result is seq {seq}]"
-            if seq is not None
-            else f"[call {name}: no result in the log]"
-        )
-
-    first = start or 1
-    last = total if count is None else min(total, first + count - 1)
-    ranged = start is not None or count is not None
-    budget = cap - sum(len(h) + 1 for h in head) - sum(len(t) + 1 for t in tail)
-    body: list[str] = []
-    used = 0
-    shown_last = first - 1
-    room_note = 80  # the marker and the line saying how to read on
-    for n in range(first, last + 1):
-        line = et.lines[n - 1]
-        room = budget - used - room_note
-        if room <= 0:
-            break
-        if len(line) + 1 > room:
-            if n == first:
-                body.append(clip(line, room))
-                shown_last = n
-            break
-        body.append(line)
-        used += len(line) + 1
-        shown_last = n
-    cut = shown_last < last
-    paged = ranged or cut
-    out = list(head)
-    if paged and total:
-        out.append(f"[lines {first}-{shown_last} of {total}]")
-    out.extend(body)
-    if cut:
-        nxt = shown_last + 1
-        how = f"recall seq {et.seq} with start {nxt}" + (f" and task {task}" if task else "")
-        out.append(f"[cut at {cap:,} characters: {how} to read on]")
-    out.extend(tail)
-    text = "\n".join(out)
-    data: dict[str, Any] = {
-        "seq": et.seq,
-        "kind": et.kind,
-        "agent": et.agent,
-        "turn": et.turn,
-        "ts": et.ts,
-        "call": et.call.to_json() if et.call is not None else None,
-        "lines": {"start": first, "end": shown_last, "total": total},
-        "cut": cut,
-        "results": [{"call": c.to_json(), "seq": s} for c, s in results],
-        "redacted": et.redacted,
-        "provenance": "external:log",
-        "text": text,
-    }
-    if task is not None:
-        data["task"] = task
-    if card is not None:
-        data["card"] = card.text()
-        data["turn_seqs"] = list(turn_seqs)
-    return text, data

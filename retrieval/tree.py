@@ -19,7 +19,13 @@ import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
-from nodwyn_retrieval.retrieval.bm25 import Part, Segment, merge_segments, search_all
+from nodwyn_retrieval.retrieval.bm25 import (
+    Part,
+    Segment,
+    count_matching,
+    merge_segments,
+    search_all,
+)
 from nodwyn_retrieval.retrieval.words import word_counts
 
 __all__ = ["FIRST_LINE_WEIGHT", "PATH_WEIGHT", "TreeHit", "TreeIndex", "TreeSegment"]
@@ -317,16 +323,7 @@ class TreeIndex:
         self, query_words: Sequence[str], limit: int, prefix: str | None = None
     ) -> list[TreeHit]:
         """The best chunks for the words; prefix narrows to a file or a directory (§1)."""
-        base_allow = (
-            None if prefix is None else _path_mask(self.base.files, self.base.file_docs, prefix)
-        )
-        delta_allow = (
-            None if prefix is None else _path_mask(self.delta.files, self.delta.file_docs, prefix)
-        )
-        parts = [
-            Part(self.base.segment, self._live if self._overrides else None, base_allow),
-            Part(self.delta.segment, None, delta_allow),
-        ]
+        parts = self._parts(prefix)
         out: list[TreeHit] = []
         trees = (self.base, self.delta)
         for hit in search_all(parts, query_words, limit):
@@ -334,6 +331,22 @@ class TreeIndex:
             f = int(t.file_of_doc()[hit.doc])
             out.append(TreeHit(t.files[f], int(t.starts[hit.doc]), int(t.ends[hit.doc]), hit.score))
         return out
+
+    def count_matching(self, query_words: Sequence[str], prefix: str | None = None) -> int:
+        """How many chunks hold at least one of the words (within prefix): a search's header."""
+        return count_matching(self._parts(prefix), query_words)
+
+    def _parts(self, prefix: str | None) -> list[Part]:
+        base_allow = (
+            None if prefix is None else _path_mask(self.base.files, self.base.file_docs, prefix)
+        )
+        delta_allow = (
+            None if prefix is None else _path_mask(self.delta.files, self.delta.file_docs, prefix)
+        )
+        return [
+            Part(self.base.segment, self._live if self._overrides else None, base_allow),
+            Part(self.delta.segment, None, delta_allow),
+        ]
 
     def snapshot(self) -> TreeSegment:
         """The whole index as one segment (compacting first)."""

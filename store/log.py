@@ -1,13 +1,13 @@
 """The session log: one JSON object a line, append-only (docs/log-format.md).
 
 The conversation (§8) and earlier tasks (§9) are ranked from a task's log, and ``recall`` returns
-an event "as the log recorded it". The log is the source every index here is derived from (SPEC
-invariant 1), so the reader is tolerant where a writer can fail: a last line without its newline
-(a writer killed mid-line) is left alone until it is completed, and a line that is not an event is
-skipped and counted, never a crash.
+an event "as the log recorded it". The log is the source every index here is derived from
+(nothing derived is trusted over it), so the reader is tolerant where a writer can fail: a last
+line without its newline (a writer killed mid-line) is left alone until it is completed, and a
+line that is not an event is skipped and counted, never a crash.
 
-:class:`LogWriter` is the small writer an agent loop without a log of its own uses; it is also the
-recorder the guard hands its ``guard.decision`` events to (§3).
+:class:`LogWriter` is the small writer an agent loop may use, and the engine's own when it owns a
+log or keeps its records beside one (docs/log-format.md, "Who writes the log").
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ __all__ = [
     "COMMON_FIELDS",
     "LOG_SUFFIX",
     "META_SUFFIX",
+    "RECORDS_SUFFIX",
     "LogRead",
     "LogWriter",
     "TaskMeta",
@@ -39,12 +40,17 @@ __all__ = [
     "meta_path",
     "read_event_at",
     "read_log",
+    "records_path",
+    "tail_of",
     "task_meta",
     "write_task_meta",
 ]
 
 LOG_SUFFIX = ".jsonl"
 META_SUFFIX = ".meta.json"
+RECORDS_SUFFIX = ".records.ndjson"
+"""The engine's own records beside a log it does not own: ``<task-id>.records.ndjson``. Not
+``.jsonl``, so it is never taken for a task."""
 COMMON_FIELDS = ("seq", "ts", "kind", "turn", "agent")
 """The fields every event carries, in the order the writer puts them."""
 
@@ -178,6 +184,40 @@ def read_event_at(path: Path, offset: int) -> dict[str, Any] | None:
     if not line.endswith(b"\n"):
         return None
     return event_of(line[:-1])
+
+
+def records_path(log: Path) -> Path:
+    """Where an engine that reads ``log`` without owning it writes its own records
+    (``guard.decision``, ``index.update``): ``<task-id>.records.ndjson`` beside it."""
+    log = Path(log)
+    return log.with_name(log.name.removesuffix(LOG_SUFFIX) + RECORDS_SUFFIX)
+
+
+_TAIL_BYTES = 1 << 16
+
+
+def tail_of(path: Path) -> tuple[int, int]:
+    """``(seq, turn)`` of the last complete event of the log, read from its last 64 KiB only;
+    ``(0, 0)`` when it has none there or does not exist (yet). A missing or unknown turn is 0."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - _TAIL_BYTES)
+            f.seek(start)
+            data = f.read(size - start)
+    except OSError:
+        return 0, 0
+    pos = data.rfind(b"\n") + 1
+    while pos > 0:
+        begin = data.rfind(b"\n", 0, pos - 1) + 1
+        if begin == 0 and start > 0:
+            break  # the first line in the window may be cut
+        event = event_of(data[begin : pos - 1])
+        if event is not None:
+            turn = event.get("turn")
+            return event["seq"], turn if type(turn) is int and turn > 0 else 0
+        pos = begin
+    return 0, 0
 
 
 # What this writer puts first on every line; the fast path of _scan's seq.
@@ -350,7 +390,7 @@ class LogWriter:
 
 def log_path(tasks_dir: Path, task_id: str) -> Path:
     """The log of ``task_id`` in ``tasks_dir``. An id that could name a file elsewhere is
-    :class:`errors.BadInput` (CLI.md: ``--task ID``)."""
+    :class:`errors.BadInput` (the command line's ``--task ID``)."""
     if not isinstance(task_id, str) or not _TASK_ID.fullmatch(task_id):
         raise BadInput(
             f"task id {task_id!r} is not a task id: letters, digits, '.', '_' and '-', "

@@ -63,3 +63,35 @@ def mark(path: str) -> str:
     """Leave a file behind as proof that the work ran."""
     Path(path).write_text("ran", encoding="utf-8")
     return "marked"
+
+
+def main_module() -> tuple[str, str | None]:
+    """The worker's ``__main__``: its name and the file it runs, if any."""
+    main = sys.modules["__main__"]
+    return main.__name__, getattr(main, "__file__", None)
+
+
+def defined_in_main() -> object:
+    """A function that claims to be the running script's own, as a script's function does."""
+
+    def f() -> None:
+        return None
+
+    f.__module__ = "__main__"
+    f.__qualname__ = "f"
+    return f
+
+
+def import_path() -> list[str]:
+    return list(sys.path)
+
+
+def print_and_square(x: int) -> int:
+    print("a line on standard output", flush=True)
+    sys.stdout.buffer.write(b"\x00\x01\x02 raw bytes\n")
+    sys.stdout.flush()
+    return x * x
+
+
+def wait_a_little() -> None:
+    time.sleep(0.2)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval import words as words_module
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, FileRecord, analyze
+from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION
 from nodwyn_retrieval.retrieval.chunks import CHUNKER_VERSION, chunk_spans, split_lines
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, words
 
@@ -121,8 +122,8 @@ def test_a_run_of_two_tokens_and_a_token_of_many_words_are_counted_as_words() ->
     assert observed(analyze(text)) == reference(text)
 
 
-def test_the_version_combines_the_words_and_the_chunks() -> None:
-    assert ANALYZE_VERSION == WORDS_VERSION * 1000 + CHUNKER_VERSION
+def test_the_version_combines_the_words_the_chunks_and_the_blobs() -> None:
+    assert ANALYZE_VERSION == (WORDS_VERSION * 1000 + CHUNKER_VERSION) * 100 + BLOBS_VERSION
 
 
 def test_chunk_words_out_of_range_says_so() -> None:

@@ -6,7 +6,6 @@ Real worker processes throughout; the functions they run live in tests/_pool_wor
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from nodwyn_retrieval.bus import ProcessPool
-from nodwyn_retrieval.bus.pool import START_METHOD, _call
+from nodwyn_retrieval.bus.pool import _call
 from nodwyn_retrieval.errors import (
     ActorDead,
     BadInput,
@@ -47,12 +46,12 @@ async def until_busy(pool: ProcessPool) -> None:
 
 @pytest.mark.asyncio
 async def test_the_pool_starts_no_process_until_used(pool: ProcessPool) -> None:
-    children = set(multiprocessing.active_children())
-    assert repr(pool) == f"<ProcessPool not started, {START_METHOD}, max_workers=1, 0 busy>"
-    assert set(multiprocessing.active_children()) == children
+    assert repr(pool) == "<ProcessPool not started, max_workers=1, 0 busy>"
+    assert pool.pids == ()
     assert await pool.run(w.square, 7) == 49
-    assert len(set(multiprocessing.active_children()) - children) == 1
-    assert repr(pool) == f"<ProcessPool started, {START_METHOD}, max_workers=1, 0 busy>"
+    assert len(pool.pids) == 1
+    assert pool.pids == (await pool.run(w.worker_pid),)  # the same worker serves again
+    assert repr(pool) == "<ProcessPool started, max_workers=1, 0 busy>"
 
 
 @pytest.mark.asyncio
@@ -60,9 +59,25 @@ async def test_work_runs_in_another_process(pool: ProcessPool) -> None:
     assert await pool.run(w.worker_pid) != os.getpid()
 
 
-def test_workers_start_by_forkserver_on_linux_and_spawn_elsewhere() -> None:
-    expected = "forkserver" if sys.platform == "linux" else "spawn"
-    assert expected == START_METHOD
+@pytest.mark.asyncio
+async def test_a_worker_runs_the_librarys_entry_point_not_the_callers_script(
+    pool: ProcessPool,
+) -> None:
+    main = await pool.run(w.main_module)
+    assert main == ("__main__", None)  # the -c program, with no file to run again
+    with pytest.raises(BadInput, match=r"is defined in the running script"):
+        await pool.run(w.defined_in_main())
+
+
+@pytest.mark.asyncio
+async def test_a_worker_sees_the_callers_import_path(pool: ProcessPool) -> None:
+    assert await pool.run(w.import_path) == [os.getcwd() if p == "" else p for p in sys.path]
+
+
+@pytest.mark.asyncio
+async def test_what_a_worker_prints_does_not_break_its_answers(pool: ProcessPool) -> None:
+    assert await pool.run(w.print_and_square, 9) == 81
+    assert await pool.run(w.square, 2) == 4
 
 
 def test_the_default_is_one_worker_per_cpu() -> None:
@@ -207,28 +222,31 @@ async def test_close_is_idempotent_and_later_runs_fail() -> None:
     assert await pool.run(w.square, 4) == 16
     await pool.close()
     await pool.close()
-    assert repr(pool) == f"<ProcessPool closed, {START_METHOD}, max_workers=1, 0 busy>"
+    assert repr(pool) == "<ProcessPool closed, max_workers=1, 0 busy>"
     with pytest.raises(ActorDead, match=r"^the process pool is closed$"):
         await pool.run(w.square, 4)
 
 
 @pytest.mark.asyncio
 async def test_no_worker_process_outlives_close() -> None:
-    children = set(multiprocessing.active_children())
     async with ProcessPool(max_workers=2) as pool:
-        await asyncio.gather(pool.run(w.square, 1), pool.run(w.square, 2))
-    assert set(multiprocessing.active_children()) <= children
+        await asyncio.gather(pool.run(w.wait_a_little), pool.run(w.wait_a_little))
+        pids = pool.pids
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):  # ended and reaped
+            os.kill(pid, 0)
 
 
 @pytest.mark.asyncio
 async def test_the_repr_shows_the_live_state(tmp_path: Path) -> None:
     release = tmp_path / "release"
     pool = ProcessPool(max_workers=2)
-    assert repr(pool) == f"<ProcessPool not started, {START_METHOD}, max_workers=2, 0 busy>"
+    assert repr(pool) == "<ProcessPool not started, max_workers=2, 0 busy>"
     blocker = asyncio.create_task(pool.run(w.wait_for, str(release)))
     await until_busy(pool)
-    assert repr(pool) == f"<ProcessPool started, {START_METHOD}, max_workers=2, 1 busy>"
+    assert repr(pool) == "<ProcessPool started, max_workers=2, 1 busy>"
     release.touch()
     await blocker
     await pool.close()
-    assert repr(pool) == f"<ProcessPool closed, {START_METHOD}, max_workers=2, 0 busy>"
+    assert repr(pool) == "<ProcessPool closed, max_workers=2, 0 busy>"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import pty
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from nodwyn_retrieval import __version__
+from nodwyn_retrieval.cli import _parser
+from nodwyn_retrieval.store.log import records_path
 
 from tests.support import make_repo
 
@@ -47,7 +53,7 @@ def repo(tmp_path: Path) -> Path:
 def test_search_prints_ranked_results_and_json(repo: Path, dirs: tuple[Path, Path]) -> None:
     text = run("search", "check binding", cwd=repo, env_dirs=dirs)
     assert text.returncode == 0, text.stderr
-    assert text.stdout.splitlines()[0] == "ranked 2 chunks in 2 files"
+    assert text.stdout.splitlines()[0] == "1 of 2 chunks in 2 files matches"
     assert text.stdout.splitlines()[1].startswith("keychain/bind.py:1-2: def check_binding")
     out = run("--json", "search", "check binding", "--limit", "1", cwd=repo, env_dirs=dirs)
     doc = json.loads(out.stdout)
@@ -210,6 +216,7 @@ def test_the_command_line_never_writes_to_the_log_it_reads(
         run("search", "check binding", "--log", str(log), cwd=repo, env_dirs=dirs).returncode == 0
     )
     assert log.read_bytes() == before
+    assert not records_path(log).exists()
 
 
 def test_a_malformed_task_id_is_bad_input_whatever_the_switch(
@@ -218,3 +225,181 @@ def test_a_malformed_task_id_is_bad_input_whatever_the_switch(
     out = run("recall", "1", "--task", "../elsewhere", cwd=repo, env_dirs=dirs)
     assert out.returncode == 2
     assert out.stderr.startswith("nodwyn-retrieval: task id '../elsewhere' is not a task id")
+
+
+def test_version_comes_from_the_package_and_loads_neither_the_engine_nor_numpy(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nodwyn_retrieval", "--version"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0
+    assert out.stdout == f"nodwyn-retrieval {__version__}\n"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
+    assert "nodwyn_retrieval.cli" in imported
+    assert not {"nodwyn_retrieval.entry", "numpy", "nodwyn_retrieval.bus"} & imported
+    probe = "import sys, nodwyn_retrieval; print(sorted(m for m in sys.modules if m == 'numpy' " \
+        "or m.startswith('nodwyn_retrieval.')))"
+    bare = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=True)  # fmt: skip
+    assert bare.stdout.strip() == "[]"
+
+
+def _walk(p: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
+    out = [(p.prog, p)]
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for q in a.choices.values():
+                out.extend(_walk(q))
+    return out
+
+
+def test_every_option_of_every_command_says_what_it_does_and_its_default() -> None:
+    parsers = _walk(_parser())
+    assert len(parsers) >= 12
+    for prog, p in parsers:
+        assert p.description or prog == "nodwyn-retrieval memory", prog
+        for a in p._actions:
+            if not a.option_strings or a.dest in ("help", "version"):
+                continue
+            assert a.help, (prog, a.dest)
+            assert "default" in a.help, (prog, a.dest, a.help)
+            if a.dest == "scope":
+                assert all(s in a.help for s in ("repo", "conversation", "earlier"))
+    top = _parser().format_help()
+    assert "The composition root" not in top
+    assert "ranked\nsearch of the working tree" in top
+
+
+@pytest.mark.parametrize(
+    ("args", "suggestion"),
+    [(["serch", "x"], "did you mean 'search'?"), (["search", "x", "--lmit", "3"],
+      "did you mean --limit?"), (["memory", "serch", "x"], "did you mean 'search'?")],
+)  # fmt: skip
+def test_a_mistyped_command_or_option_gets_a_suggestion(
+    repo: Path, dirs: tuple[Path, Path], args: list[str], suggestion: str
+) -> None:
+    out = run(*args, cwd=repo, env_dirs=dirs)
+    assert out.returncode == 2
+    (line,) = out.stderr.splitlines()
+    assert suggestion in line
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "nodwyn_retrieval", "search", "check binding serve port"],
+        cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert p.stdout is not None
+    assert p.stderr is not None
+    p.stdout.close()  # as `| head -0` does: nobody reads what the search prints
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert p.wait(timeout=120) == 0
+    assert err == ""
+
+
+def test_the_header_counts_the_chunks_that_match_and_plurals_are_right(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(
+        tmp_path / "one",
+        {"notes.md": "\n\n   \nThe walrus migration plan.\nmore text here\n"},
+    )
+    hit = run("search", "walrus migration", cwd=repo, env_dirs=dirs)
+    assert hit.returncode == 0, hit.stderr
+    first, result = hit.stdout.splitlines()[:2]
+    assert first == "1 of 1 chunk in 1 file matches"
+    # The chunk starts with blank lines: it is shown by its first line with words.
+    assert result == "notes.md:1-5: The walrus migration plan."
+    miss = run("--json", "search", "zzzzqqqq", cwd=repo, env_dirs=dirs)
+    doc = json.loads(miss.stdout)
+    assert doc["header"]["text"] == "0 of 1 chunk in 1 file match"
+    assert doc["header"]["matched"] == 0
+    status = run("status", cwd=repo, env_dirs=dirs)
+    assert f"  {repo}: 1 file, " in status.stdout
+
+
+def _run_on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """Run the command line with stderr on a pseudo-terminal and stdout on a pipe."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "nodwyn_retrieval", *args],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave,
+    )  # fmt: skip
+    os.close(slave)
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                got = os.read(master, 65536)
+            except OSError:  # the terminal's other side closed
+                return
+            if not got:
+                return
+            seen.extend(got)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    assert p.stdout is not None
+    out = p.stdout.read().decode()
+    p.stdout.close()
+    code = p.wait(timeout=300)
+    reader.join(timeout=30)
+    os.close(master)
+    return code, out, seen.decode("utf-8", "replace")
+
+
+def test_refresh_and_update_show_a_live_bar_on_a_terminal_and_nothing_when_piped(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    files = {f"pkg/m{i:03d}.py": f"def handler_{i}(x):\n    return x + {i}\n" for i in range(60)}
+    a = make_repo(tmp_path / "a", files)
+    b = make_repo(tmp_path / "b", {"one.py": "def one():\n    return 1\n"})
+    code, out, term = _run_on_a_terminal(["refresh", str(a), str(b)], tmp_path)
+    assert code == 0, term
+    assert out.splitlines()[0].startswith(f"{a}: 60 files, read 60")
+    assert out.splitlines()[1].startswith(f"{b}: 1 file, read 1")
+    frames = [f for f in term.split("\r") if f.strip("\x1b[K")]
+    assert any(f.startswith("[1/2] a ") and "60 of 60 files read" in f for f in frames), frames
+    assert any(f.startswith("[2/2] b ") and "1 of 1 file read" in f for f in frames), frames
+    assert all("MB/s" in f and "left" in f for f in frames if " of " in f)
+    assert term.endswith("\r\x1b[K")  # the bar is gone before the summary
+    (a / "pkg/m000.py").write_text("def changed():\n    return 0\n")
+    code, out, term = _run_on_a_terminal(["update"], a)
+    assert code == 0
+    assert "1 of 1 file read" in term
+    piped = run("refresh", str(a), cwd=tmp_path, env_dirs=dirs)
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+
+
+def test_an_unwritable_data_directory_fails_update_with_prefixed_lines(
+    repo: Path, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where a directory should be\n")
+    bad = (blocker / "data", tmp_path / "config")
+    up = run("update", cwd=repo, env_dirs=bad)
+    assert up.returncode == 1
+    assert "the index could not be saved" in up.stdout
+    lines = up.stderr.splitlines()
+    assert lines
+    assert all(line.startswith("nodwyn-retrieval: ") for line in lines), lines
+    assert any("the index was not saved" in line for line in lines)
+    js = run("update", "--json", cwd=repo, env_dirs=bad)
+    assert js.returncode == 1
+    doc = json.loads(js.stdout)
+    assert doc["saved"] is False
+    assert doc["store_error"]
+    assert all(line.startswith("nodwyn-retrieval: ") for line in js.stderr.splitlines())
+    found = run("search", "check binding", cwd=repo, env_dirs=bad)
+    assert found.returncode == 0
+    assert "could not be saved" in found.stdout.splitlines()[0]
+    assert all(line.startswith("nodwyn-retrieval: ") for line in found.stderr.splitlines())

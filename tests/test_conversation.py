@@ -345,7 +345,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-m",
-            "entry",
+            "nodwyn_retrieval",
             *args,
             "--root",
             str(repo),
@@ -425,7 +425,9 @@ async def test_a_damaged_mem_is_rebuilt_and_an_index_update_record_says_so(
     with LogWriter(log) as w:
         w.append("person.message", turn=1, text="Why is the axolotl cache cold?")
         w.append("turn.end", turn=1)
-    async with await Engine.open(repo, data_dir=dirs[0], config_dir=dirs[1], log=log) as engine:
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], log=log, owns_log=True
+    ) as engine:
         first = await engine.index_search("axolotl cache", "conversation")
         mem_path(log).write_bytes(b"not a .mem at all")
         again = await engine.index_search("axolotl cache", "conversation")

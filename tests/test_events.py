@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.retrieval.chunks import split_lines
+from nodwyn_retrieval.retrieval.event_render import matched_lines, render_recall
 from nodwyn_retrieval.retrieval.events import (
     CALL_WEIGHT,
     NEVER_RANKED,
@@ -19,8 +20,6 @@ from nodwyn_retrieval.retrieval.events import (
     event_counts,
     event_text,
     is_ranked,
-    matched_lines,
-    render_recall,
     seq_ranges,
     text_counts,
     unread_reason,

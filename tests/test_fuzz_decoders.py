@@ -36,7 +36,7 @@ from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval import bm25
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
-from nodwyn_retrieval.store import mem as memfmt
+from nodwyn_retrieval.store import mem_format as memfmt
 from nodwyn_retrieval.store.chunkstore import MAGIC as CK_MAGIC
 from nodwyn_retrieval.store.chunkstore import VERSION as CK_VERSION
 from nodwyn_retrieval.store.chunkstore import ChunkStore

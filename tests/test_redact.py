@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.guard import KINDS, Redaction, marker, redact, scan
+from nodwyn_retrieval.guard.redact import B64_LIMIT, HEX_LIMIT, entropy, high_entropy
 
 
 def _noise(n: int, alphabet: str = "aB3dE5fG7hJ9kL2mN4pQ6rS8tU1vW0xYz") -> str:
@@ -89,8 +90,9 @@ def test_a_canary_of_each_shape_is_redacted_and_never_appears(
     assert out.count == 1
 
 
-def test_every_kind_has_a_canary() -> None:
-    assert {k for k, _, _ in CANARIES} == set(KINDS)
+def test_every_canary_names_a_known_kind() -> None:
+    # Every kind's own canary, drawn from its provider's format, is in tests/test_redact_shapes.py.
+    assert {k for k, _, _ in CANARIES} <= set(KINDS)
 
 
 def test_an_assignment_keeps_its_name_and_quotes() -> None:
@@ -210,7 +212,13 @@ def test_redacting_twice_changes_nothing() -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_marker_matches_no_shape(kind: str) -> None:
-    for text in (marker(kind), f'password = "{marker(kind)}"', f"x://u:{marker(kind)}@host"):
+    for text in (
+        marker(kind),
+        f'password = "{marker(kind)}"',
+        f"x://u:{marker(kind)}@host",
+        f"{marker(kind)}=00000123",  # the kind inside a marker is not a name (private-key=...)
+        f"{marker(kind)}: hunter22x",
+    ):
         assert redact(text).count == 0
 
 
@@ -234,7 +242,10 @@ _PIECES = st.sampled_from(
         "eyJ", ".", "://", ":", "@", "password", "PASSWORD", "token", "secret", "api_key",
         " = ", "=", ": ", '"', "'", "`", "\\", "\n", "\r\n", "-----BEGIN RSA PRIVATE KEY-----",
         "-----END RSA PRIVATE KEY-----", "\\n", "$", "{", "}", "[", "]", "<", ">", "%s",
-        "[REDACTED:token]", "İ", "é", " ",
+        "[REDACTED:token]", "İ", "é", " ", "glpat-", "xoxe.xoxp-1-", "Bearer ", "Basic ",
+        "curl -u ", "--password ", "value: ", "<password>", "</password>", "define(", "(", ")",
+        "kind: Secret\ndata:\n  ", "  ", "DBPassword", "accesstoken", "=~", ",", "->", "::",
+        "AccountKey=", "Q~", "AZDO", ":AA", "-us", "AAAAAAAAAAAAAAAAAAAAAA", "SK", "SG.",
     ]
 )  # fmt: skip
 _TEXT = st.lists(
@@ -257,3 +268,186 @@ def test_redact_never_raises_and_keeps_the_line_count(text: str) -> None:
 def test_redact_is_idempotent(text: str) -> None:
     once = redact(text).text
     assert redact(once).text == once
+
+
+# --- The assignment rule's boundaries ------------------------------------------------------------
+
+# A name holding a secret word, glued or not, in any case: its literal value is redacted.
+SECRET_NAMES = [
+    ("DBPassword", "password"),
+    ("SMTPPassword", "password"),
+    ("APIToken", "token"),
+    ("clientsecret", "secret"),
+    ("accesstoken", "token"),
+    ("PGPASSWORD", "password"),
+    ("MYSQL_PWD", "password"),
+    ("mysqlrootpassword", "password"),
+    ("keystorePassword", "password"),
+    ("authToken", "token"),
+    ("db_password2", "password"),
+    ("DB_PASSWORD_PROD", "password"),
+    ("x-api-key", "api-key"),
+    ("apiKey", "api-key"),
+    ("SECRET_KEY", "secret"),
+    ("privateKey", "secret"),
+    ("basic_auth", "credential"),
+    ("registry_credentials", "credential"),
+]
+
+# Names where a secret word is only part of another word, or says it is something else.
+NOT_SECRET_NAMES = [
+    "untoken",  # a glued prefix must be a qualifier word (db, access, client...): "un" is not
+    "untokenized",
+    "publicKeyToken",  # .NET's public key token is a hash of a public key
+    "publickeytoken",
+    "csrf_token",
+    "next_page_token",
+    "eos_token",
+    "bypass",
+    "compass",
+    "author",
+    "tokenizer",
+    "password_hash",
+    "token_url",
+    "secret_name",
+    "passwordLength",
+]
+
+
+@pytest.mark.parametrize(("name", "kind"), SECRET_NAMES)
+def test_a_secret_name_glued_or_not_has_its_value_redacted(name: str, kind: str) -> None:
+    out = redact(f'{name} = "{ASSIGNED}"')
+    assert out.text == f'{name} = "{marker(kind)}"'
+
+
+@pytest.mark.parametrize("name", NOT_SECRET_NAMES)
+def test_a_name_that_only_holds_a_secret_word_is_left_alone(name: str) -> None:
+    text = f'{name} = "abcdefgh12"'
+    assert redact(text) == Redaction(text, 0, ())
+
+
+@pytest.mark.parametrize("op", ["==", "!=", "===", "!==", "<=", ">=", "=~"])
+def test_a_comparison_is_not_an_assignment(op: str) -> None:
+    for text in (f"if password {op} 'hunter2hunter2':", f"assert token {op} 'abcdefgh12'"):
+        assert redact(text).count == 0
+
+
+ASSIGNMENT_STYLES = [
+    ("python", f'DB_PASSWORD = "{ASSIGNED}"\n'),
+    ("python kwarg", f'connect(user="app", password="{ASSIGNED}")'),
+    ("js", f"const dbPassword = '{ASSIGNED}';"),
+    ("ts", f'const apiToken: string = "{ASSIGNED}";'),
+    ("go var", f'var xToken string = "{ASSIGNED}"'),
+    ("go short", f'dbPassword := "{ASSIGNED}"'),
+    ("java", f'private static final String API_TOKEN = "{ASSIGNED}";'),
+    ("java setter", f'mail.setPassword("{ASSIGNED}");'),
+    ("ruby", f"{{ :password => '{ASSIGNED}' }}"),
+    ("php", f"$db_password = '{ASSIGNED}';"),
+    ("php define", f"define( 'DB_PASSWORD', '{ASSIGNED}' );"),
+    ("shell export", f"export DB_PASSWORD={ASSIGNED}\n"),
+    ("shell inline", f"MYSQL_PWD={ASSIGNED} mysqldump app\n"),
+    ("curl --user", f"curl --user deploy:{ASSIGNED} https://ci.example.com\n"),
+    ("curl -u", f"curl -s -u deploy:{ASSIGNED} https://ci.example.com\n"),
+    ("cli flag", f"tool login --password {ASSIGNED}\n"),
+    (".env", f"STRIPE_SECRET={ASSIGNED}\n"),
+    ("ini", f"[db]\npassword = {ASSIGNED}\n"),
+    ("yaml", f"db:\n  password: {ASSIGNED}\n"),
+    ("yaml env list", f'env:\n  - name: API_TOKEN\n    value: "{ASSIGNED}"\n'),
+    ("toml", f'[publish]\ntoken = "{ASSIGNED}"\n'),
+    ("json", f'{{"clientsecret": "{ASSIGNED}"}}'),
+    ("xml element", f"<password>{ASSIGNED}</password>"),
+    ("xml attribute", f'<datasource password="{ASSIGNED}" />'),
+    ("xml add key", f'<add key="DBPassword" value="{ASSIGNED}" />'),
+    ("connection string", f"Server=db;User Id=sa;Password={ASSIGNED};"),
+    ("query string", f"jdbc:mysql://db/app?user=app&password={ASSIGNED}&ssl=true"),
+]
+
+
+@pytest.mark.parametrize(("style", "text"), ASSIGNMENT_STYLES)
+def test_a_literal_assigned_in_each_syntax_is_redacted(style: str, text: str) -> None:
+    out = redact(text)
+    assert ASSIGNED not in out.text, style
+    assert out.count == 1
+
+
+# Not a credential: colour maps, masks, placeholders, references, calls, types, public key tokens.
+NOT_REDACTED = [
+    "    Token: '#d0d0d0',",  # a pygments style
+    "    Token.Keyword: 'bold #008000',",
+    "    Name.Token: 'bg:#ffffff',",
+    'password = "****"',
+    'return "{}:****".format(user)',  # a URL's password shown masked
+    'token = "xxxx-xxxx-xxxx"',
+    'password = "<password>"',
+    "password: changeme",
+    'token = "xxx"',
+    "PASSWORD=${DB_PASSWORD}",
+    'dsn = "host=db password=%(password)s"',
+    "password = %(password)s",
+    'password = os.environ["DB_PASSWORD"]',
+    "token = get_token()",
+    "secret = settings.SECRET_KEY",
+    "password = self.password",
+    "api_key: ${{ secrets.API_KEY }}",
+    "token: str",
+    "password: Optional[str] = None",
+    "password: SecretStr",
+    'Password string `json:"password"`',
+    "private String password;",
+    "  apiKey?: string;",
+    '<assemblyIdentity name="System.Xml" publicKeyToken="b77a5c561934e089" culture="neutral"/>',
+    '"System.Xml, Version=4.0.0.0, Culture=neutral, PublicKeyToken=b77a5c561934e089"',
+    "('AUTH', 'NONAUTH')",  # a capability, not a credential
+    "capabilities = 'LOGINDISABLED AUTH=CRAM-MD5'",
+    "SERVER_AUTH = '1.3.6.1.5.5.7.3.1'",  # an OID
+    "pwd: 3.0-",  # a version table
+    "jsonnet_token = r'[^\\W\\d]\\w*'",  # a regular expression
+    "long_auth = 'username' + 'password'*10",
+    "user, password = 'wile', 'coyote'",  # which value is whose is not known
+    "symtable.symtable('pass', b'spam', 'exec')",
+    "# token          = 1*tchar",  # a grammar
+    "authorization = base64.decodebytes(authorization)",
+    "--username and --password options instead of the URL",
+    "$auth = Git::credential({",  # Perl: a call
+    '"AUTH=XOAUTH2",',  # a mechanism's name
+    "smtpAuth = XOAUTH2",
+    "s->store_token = !!string_list_lookup(fields, name);",  # C
+    "new_item->token = arg_tok->token;",
+    "git push -u origin main:main",  # -u user:password is curl's, not git's
+    "git commit -a --fixup=amend:HEAD",
+    "id=1 creds=Multistage YS1naXQtdG9rZW4=",  # a scheme's name
+    'fsmonitor-client query --token "builtin:test_00000001:0"',  # a structured argument
+]
+
+
+@pytest.mark.parametrize("text", NOT_REDACTED)
+def test_what_only_looks_like_an_assignment_is_left_alone(text: str) -> None:
+    assert redact(text) == Redaction(text, 0, ())
+
+
+# --- Entropy, as detect-secrets measures it ---------------------------------------------------
+
+
+def test_entropy_is_shannons_over_the_characters() -> None:
+    assert entropy("") == 0.0
+    assert entropy("aaaa") == 0.0
+    assert entropy("abcd") == 2.0
+    assert entropy("aabb") == 1.0
+
+
+def test_high_entropy_uses_detect_secrets_limits() -> None:
+    assert (B64_LIMIT, HEX_LIMIT) == (4.5, 3.0)
+    # Hex over 3.0 bits a character; all digits pay 1.2 / log2(length), as detect-secrets does.
+    assert high_entropy("123456789a")  # log2(10) = 3.32
+    assert not high_entropy("1234567890")  # 3.32 - 1.2 / 3.32 = 2.96
+    # Base64 over 4.5 bits: 32 distinct characters are 5.0; 16 are 4.0.
+    assert high_entropy("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef"[::-1] + "+/")
+    assert not high_entropy("ABCDEFGHIJKLMNOP" * 2)
+    assert not high_entropy("not base64 or hex!")
+
+
+def test_a_high_entropy_value_is_redacted_where_a_word_would_not_be() -> None:
+    # A bare identifier after a secret name is code (a variable), unless it is random.
+    assert redact("token = access_token_value").count == 0
+    out = redact("token = kQ7vXpL2mN9rT4wY8zB3cF6hJ1dG5sA0")
+    assert out.kinds == ("token",)

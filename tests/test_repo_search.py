@@ -86,7 +86,7 @@ async def test_a_result_shows_its_lines_read_from_the_file_now(
     assert 1 <= len(hit["lines"]) <= 3
     for ln in hit["lines"]:
         assert lines[ln["n"] - 1] == ln["text"]
-    assert out.text.splitlines()[0].startswith("ranked ")
+    assert out.text.splitlines()[0].endswith(" chunks in 5 files matches")
     assert out.text.splitlines()[1].startswith("keychain/bind.py:1-")
 
 
@@ -143,7 +143,7 @@ async def test_a_file_the_guard_would_ask_about_is_left_out_unasked(
     log = dirs[0] / "task.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
-    async with await open_engine(repo, *dirs, checkers=[confirm], log=log) as engine:
+    async with await open_engine(repo, *dirs, checkers=[confirm], log=log, owns_log=True) as engine:
         up = await engine.index_update()
     assert up.summary["left_out_unasked"] == ["docs/manual.md"]
     events = read_log(log).events
@@ -160,7 +160,7 @@ async def test_every_read_logs_a_decision_and_each_build_one_summary(
     log = dirs[0] / "task.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     LogWriter(log).close()
-    async with await open_engine(repo, *dirs, log=log) as engine:
+    async with await open_engine(repo, *dirs, log=log, owns_log=True) as engine:
         await engine.index_search("binding", "repo")
         before = len(read_log(log).events)
         await engine.index_search("binding", "repo")  # nothing changed: nothing read
@@ -187,7 +187,7 @@ async def test_a_canary_credential_reaches_neither_store_nor_log_nor_result(
     log = dirs[0] / "task.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.touch()
-    async with await open_engine(repo, *dirs, log=log) as engine:
+    async with await open_engine(repo, *dirs, log=log, owns_log=True) as engine:
         out = await engine.index_search("deploy upload token", "repo")
         await engine.index_update()
     assert paths_of(out) == ["deploy.py"]
@@ -518,7 +518,7 @@ async def test_a_tool_call_with_bad_arguments_is_an_error_result(
         unknown = await engine.call_tool("index-grep", {})
         tools = engine.tools()
     assert no_scope.is_error
-    assert no_scope.text == "scope is required: repo, conversation or earlier"
+    assert no_scope.text == "scope is required: repo"  # no log, no other task: only repo works
     assert not ok.is_error
     assert ok.provenance == "external:file"
     assert unknown.is_error

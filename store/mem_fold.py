@@ -1,0 +1,319 @@
+"""Folding a log's events into a ``.mem``'s postings: word keys, the fold of events into
+postings and cards, and the merge of two folds (see store.mem)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain, count
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY
+from nodwyn_retrieval.retrieval.events import (
+    Card,
+    CardMaker,
+    agent_of,
+    event_fields,
+    kind_of,
+    turn_of,
+    word_runs,
+)
+from nodwyn_retrieval.retrieval.words import word_table
+from nodwyn_retrieval.store.mem_log import LoggedEvent
+
+_EV_DTYPES = {
+    "ev_seq": "<u8",
+    "ev_off": "<u8",
+    "ev_len": "<u4",
+    "ev_turn": "<u4",
+    "ev_kind": "<u1",
+    "ev_agent": "<u2",
+}
+
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MIX1 = 0xFF51AFD7ED558CCD
+_MIX2 = 0xC4CEB9FE1A85EC53
+_M64 = (1 << 64) - 1
+
+
+def word_key(word: str) -> int:
+    """A word's key in a ``.mem``: FNV-1a over its UTF-8 bytes, then murmur3's finaliser so that
+    every bit of the key depends on every byte. :func:`word_keys` for many words at once."""
+    h = _FNV_OFFSET
+    for b in word.encode("utf-8", "surrogatepass"):
+        h = ((h ^ b) * _FNV_PRIME) & _M64
+    h ^= h >> 33
+    h = (h * _MIX1) & _M64
+    h ^= h >> 33
+    h = (h * _MIX2) & _M64
+    return h ^ (h >> 33)
+
+
+def word_keys(words: Sequence[str]) -> U64:
+    """:func:`word_key` of each word, computed a byte position at a time for all of them."""
+    data = [w.encode("utf-8", "surrogatepass") for w in words]
+    n = len(data)
+    lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
+    flat = np.frombuffer(b"".join(data), dtype=np.uint8)
+    starts = np.cumsum(lengths) - lengths
+    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
+    prime = np.uint64(_FNV_PRIME)
+    for j in range(int(lengths.max()) if n else 0):
+        live = np.flatnonzero(lengths > j)
+        h[live] = (h[live] ^ flat[starts[live] + j].astype(np.uint64)) * prime
+    s33 = np.uint64(33)
+    h ^= h >> s33
+    h *= np.uint64(_MIX1)
+    h ^= h >> s33
+    h *= np.uint64(_MIX2)
+    h ^= h >> s33
+    return h
+
+
+
+# -- folding events ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Fold:
+    """Events folded into the arrays a ``.mem`` is encoded from. Documents are the ranked events,
+    numbered in log order; ``(doc, word)`` pairs may repeat, and repeats add up when encoded."""
+
+    keys: U64
+    """The words' keys (:func:`word_key`); ``pair_word`` indexes it."""
+    pair_doc: I64
+    """Each posting's document."""
+    pair_word: I64
+    """Each posting's word."""
+    pair_tf: I64
+    """Each posting's weighted count."""
+    doc_len: I64
+    """Each document's weighted length."""
+    doc_event: I64
+    """Each document's event, an index into the ``ev`` arrays."""
+    ev: dict[str, npt.NDArray[Any]]
+    """The event arrays, by section name (``ev_seq``, ...)."""
+    kinds: list[str]
+    """The kinds ``ev_kind`` indexes."""
+    agents: list[str]
+    """The agents ``ev_agent`` indexes."""
+    cards: list[Card]
+    """The turns' cards."""
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_len.shape[0])
+
+    @property
+    def n_events(self) -> int:
+        return int(self.ev["ev_seq"].shape[0])
+
+
+def _index(table: dict[str, int], name: str, limit: int) -> int:
+    i = table.get(name)
+    if i is None:
+        if len(table) >= limit:
+            # Past 255 kinds or 65,535 agents a log is not what this format is for; the rest
+            # share the last name, which only labels results.
+            return limit - 1
+        i = table[name] = len(table)
+    return i
+
+
+def _spans(lengths: I64) -> tuple[I64, I64]:
+    """For groups of the given lengths laid end to end: each item's group, and its place in it."""
+    total = int(lengths.sum())
+    group = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
+    starts = np.cumsum(lengths) - lengths
+    return group, np.arange(total, dtype=np.int64) - starts[group]
+
+
+def _sum_repeats(keys: I64, values: I64) -> tuple[I64, I64]:
+    """keys sorted, each once, with the values of its repeats added up."""
+    srt = np.argsort(keys, kind="stable")
+    keys, values = keys[srt], values[srt]
+    if keys.size:
+        first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        values = np.add.reduceat(values, first)
+        keys = keys[first]
+    return keys, values
+
+
+def fold_events(events: Sequence[LoggedEvent]) -> Fold:
+    """Fold events (in log order) into arrays: every event's place, the ranked ones' words.
+
+    The words are those of :func:`retrieval.events.event_counts`, found for the whole batch at
+    once: each distinct text (a file read again is one text) is redacted and cut into runs, every
+    distinct run of the batch goes through the word splitter's table once, and the (text, word)
+    counts are spread to the documents that hold each text, with its weight, in numpy. A text's
+    counts are its runs' words, each counted once per occurrence of its run, which is what
+    ``word_counts`` adds up one run at a time; a word two runs of one text give is listed twice
+    here and added up when the postings are sorted (:func:`_encode`).
+    """
+    kinds: dict[str, int] = {}
+    agents: dict[str, int] = {}
+    cards = CardMaker()
+    ev_seq: list[int] = []
+    ev_off: list[int] = []
+    ev_len: list[int] = []
+    ev_turn: list[int] = []
+    ev_kind: list[int] = []
+    ev_agent: list[int] = []
+    doc_event: list[int] = []
+    texts: dict[str, int] = {}
+    f_doc: list[int] = []
+    f_text: list[int] = []
+    f_weight: list[int] = []
+    for e, le in enumerate(events):
+        event = le.event
+        ev_seq.append(event["seq"])
+        ev_off.append(le.offset)
+        ev_len.append(le.length)
+        ev_turn.append(min(turn_of(event), 2**32 - 1))
+        ev_kind.append(_index(kinds, kind_of(event), 255))
+        ev_agent.append(_index(agents, agent_of(event), 65535))
+        cards.add(event)
+        fields = event_fields(event)
+        if fields is None:
+            continue
+        d = len(doc_event)
+        doc_event.append(e)
+        for text, weight in fields:
+            f_doc.append(d)
+            f_text.append(texts.setdefault(text, len(texts)))
+            f_weight.append(weight)
+    n_docs = len(doc_event)
+
+    # Each distinct text's distinct runs and how often each occurs, in text order.
+    run_index: defaultdict[bytes, int] = defaultdict(count().__next__)
+    occ_runs: list[int] = []
+    occ_counts: list[int] = []
+    occ_len: list[int] = []
+    for text in texts:
+        found = Counter(word_runs(redact(text).text)) if text else Counter[bytes]()
+        occ_len.append(len(found))
+        occ_runs.extend(map(run_index.__getitem__, found))
+        occ_counts.extend(found.values())
+    # Every distinct run's words, through this thread's table (its ids hold for this call).
+    table = word_table()
+    shared = list(map(table.ids, map(table.__getitem__, run_index)))
+    word_index: defaultdict[int, int] = defaultdict(count().__next__)
+    flat = np.fromiter(map(word_index.__getitem__, chain.from_iterable(shared)), dtype=np.int64)
+    words = list(map(table.words.__getitem__, word_index))
+    # Words become keys; two words sharing one (module doc) become one.
+    keys, key_of = np.unique(word_keys(words), return_inverse=True)
+    flat = key_of.astype(np.int64)[flat] if flat.size else flat
+    per_run = np.fromiter(map(len, shared), dtype=np.int64, count=len(shared))
+    occ = np.asarray(occ_runs, dtype=np.int64)
+    occ_n = np.asarray(occ_counts, dtype=np.int64)
+    t_len = np.asarray(occ_len, dtype=np.int64)
+
+    # (text, run, count) to (text, word, count), still in text order.
+    if bool(np.all(per_run == 1)):
+        t_word, tcounts = flat[occ], occ_n
+    else:
+        first_word = np.cumsum(per_run) - per_run
+        lens = per_run[occ]
+        w_run, nth = _spans(lens)
+        t_word = flat[first_word[occ][w_run] + nth]
+        tcounts = occ_n[w_run]
+        occ_text, _ = _spans(t_len)
+        t_len = np.bincount(occ_text, weights=lens, minlength=len(texts)).astype(np.int64)
+    t_start = np.cumsum(t_len) - t_len
+
+    # Each document's texts, weighted.
+    fd = np.asarray(f_doc, dtype=np.int64)
+    ft = np.asarray(f_text, dtype=np.int64)
+    fw = np.asarray(f_weight, dtype=np.int64)
+    item, place = _spans(t_len[ft])
+    src = t_start[ft][item] + place
+    pair_doc = fd[item]
+    pair_tf = tcounts[src] * fw[item]
+    doc_len = np.bincount(pair_doc, weights=pair_tf, minlength=n_docs)
+    return Fold(
+        keys=keys,
+        pair_doc=pair_doc,
+        pair_word=t_word[src],
+        pair_tf=pair_tf,
+        doc_len=np.minimum(np.rint(doc_len), MAX_QUANTITY).astype(np.int64),
+        doc_event=np.asarray(doc_event, dtype=np.int64),
+        ev={
+            name: np.asarray(values, dtype=_EV_DTYPES[name])
+            for name, values in (
+                ("ev_seq", ev_seq),
+                ("ev_off", ev_off),
+                ("ev_len", ev_len),
+                ("ev_turn", ev_turn),
+                ("ev_kind", ev_kind),
+                ("ev_agent", ev_agent),
+            )
+        },
+        kinds=list(kinds),
+        agents=list(agents),
+        cards=cards.cards(),
+    )
+
+
+def merge_cards(old: Sequence[Card], new: Sequence[Card]) -> list[Card]:
+    """The cards of a log's beginning and of what follows it, as one list by turn; a turn in both
+    (a log that went on with a turn after closing it) is one card."""
+    by_turn: dict[int, Card] = {c.turn: c for c in old}
+    for c in new:
+        o = by_turn.get(c.turn)
+        if o is None:
+            by_turn[c.turn] = c
+            continue
+        by_turn[c.turn] = Card(
+            turn=c.turn,
+            first=min(o.first, c.first),
+            last=max(o.last, c.last),
+            start=o.start or c.start,
+            line=o.line or c.line,
+            calls=o.calls + c.calls,
+            events=o.events + c.events,
+            compactions=o.compactions + c.compactions,
+            whole=o.whole or c.whole,
+        )
+    return [by_turn[t] for t in sorted(by_turn)]
+
+
+def merge_folds(a: Fold, b: Fold) -> Fold:
+    """One fold holding a's documents and events, then b's (which come after them in the log)."""
+    keys, inverse = np.unique(np.concatenate([a.keys, b.keys]), return_inverse=True)
+    amap, bmap = inverse[: a.keys.shape[0]], inverse[a.keys.shape[0] :]
+    kinds = {k: i for i, k in enumerate(a.kinds)}
+    kmap = np.asarray([_index(kinds, k, 255) for k in b.kinds] or [0], dtype=np.int64)
+    agents = {g: i for i, g in enumerate(a.agents)}
+    gmap = np.asarray([_index(agents, g, 65535) for g in b.agents] or [0], dtype=np.int64)
+    ev: dict[str, npt.NDArray[Any]] = {}
+    for name, dtype in _EV_DTYPES.items():
+        right = np.asarray(b.ev[name])
+        if name == "ev_kind":
+            right = kmap[right.astype(np.int64)]
+        elif name == "ev_agent":
+            right = gmap[right.astype(np.int64)]
+        ev[name] = np.concatenate([np.asarray(a.ev[name]).astype(dtype), right.astype(dtype)])
+    return Fold(
+        keys=keys.astype(np.uint64),
+        pair_doc=np.concatenate([a.pair_doc, b.pair_doc + a.n_docs]),
+        pair_word=np.concatenate([amap[a.pair_word], bmap[b.pair_word]]),
+        pair_tf=np.concatenate([a.pair_tf, b.pair_tf]),
+        doc_len=np.concatenate([a.doc_len, b.doc_len]),
+        doc_event=np.concatenate([a.doc_event, b.doc_event + a.n_events]),
+        ev=ev,
+        kinds=list(kinds),
+        agents=list(agents),
+        cards=merge_cards(a.cards, b.cards),
+    )
+
+

@@ -1,0 +1,739 @@
+"""The bytes of a ``.mem``: its layout, the encoding of a fold and the checked, bounded reading
+of a file (:class:`MemIndex`); the layout is described in store.mem."""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from nodwyn_retrieval.errors import FormatError, StoreError
+from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
+from nodwyn_retrieval.retrieval.events import (
+    EVENTS_VERSION,
+    Card,
+)
+from nodwyn_retrieval.retrieval.words import WORDS_VERSION
+from nodwyn_retrieval.store.codec import HEADER, decode, encode
+from nodwyn_retrieval.store.mem_fold import (
+    _EV_DTYPES,
+    I64,
+    U32,
+    U64,
+    Fold,
+    _spans,
+    _sum_repeats,
+    fold_events,
+    merge_folds,
+    word_key,
+)
+from nodwyn_retrieval.store.mem_log import LogCheck, LoggedEvent
+
+MAGIC = b"NRME"
+VERSION = 1
+READ_WHOLE = 256 * 1024
+"""A ``.mem`` up to this size is read whole; a bigger one is mapped (:meth:`MemIndex.open`)."""
+
+_SECTIONS = (
+    "keys",
+    "poff",
+    "width",
+    "bcheck",
+    "postings",
+    "doc_len",
+    "doc_event",
+    "ev_seq",
+    "ev_off",
+    "ev_len",
+    "ev_turn",
+    "ev_kind",
+    "ev_agent",
+    "names",
+    "cards",
+)
+_S = {name: i for i, name in enumerate(_SECTIONS)}
+_HEAD = struct.Struct(
+    "<"
+    "Q"  # covered: the log bytes it covers
+    "Q"  # first_seq
+    "Q"  # last_seq
+    "Q"  # events
+    "Q"  # docs
+    "Q"  # words
+    "Q"  # cards
+    "Q"  # total_length
+    "Q"  # skipped: lines of the log that are not events
+    "B7x"  # doc_width: 2 or 4
+    "Q"  # log_ino
+    "Q"  # log_size
+    "q"  # log_mtime_ns
+    "q"  # log_ctime_ns
+    "q"  # built_ns
+    "32s"  # head_sha
+    "32s"  # tail_sha
+    "I"  # WORDS_VERSION
+    "I" + "QQI" * len(_SECTIONS)  # EVENTS_VERSION
+)
+_CRC = struct.Struct("<I")
+_BASE = HEADER.size + _CRC.size + _HEAD.size
+_ALIGN = 8
+_TF_DTYPES: dict[int, str] = {1: "<u1", 2: "<u2", 4: "<u4"}
+_TF_CODES = {1: "B", 2: "H", 4: "I"}
+_SMALL_BLOCK = 48
+"""Up to this many postings a block is read and checked with plain integers."""
+_MAX_LINE = 1 << 30
+_LITTLE = sys.byteorder == "little"
+"""Keys are stored little-endian: on such a machine they are searched as native integers."""
+
+
+def _align(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _bad(what: str) -> FormatError:
+    return FormatError(f".mem {what}: rebuild")
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+# A block's check: sums of its documents and its position-weighted frequencies, with its width and
+# size, multiplied by odd constants modulo 2**32 and folded to 16 bits. Computed for every word at
+# once with numpy when writing and for the few words a search reads when reading; a changed byte
+# changes a sum, so a damaged block is found with a chance of 65,535 in 65,536. (A CRC a word would
+# cost a Python call per word when writing.)
+_MASK32 = 0xFFFFFFFF
+_M_DOC = 0x165667B1
+_M_TF = 0xC2B2AE3D
+_M_WIDTH = 0x9E3779B1
+_M_SIZE = 0x85EBCA77
+
+
+def _fold16(h: int) -> int:
+    return (h ^ (h >> 16)) & 0xFFFF
+
+
+def _block_check(docs: npt.NDArray[Any], tfs: npt.NDArray[Any], width: int, size: int) -> int:
+    """The check of one postings block: :func:`_block_checks` for one word. The sums are taken
+    modulo 2**64 as there, and only their low 32 bits are used."""
+    n = docs.shape[0]
+    sd = (int(docs.sum(dtype=np.uint64)) + n) & _MASK32
+    st = int(np.dot(tfs.astype(np.uint64), np.arange(1, n + 1, dtype=np.uint64)))
+    st = (st + n * (n + 1) // 2) & _MASK32
+    return _fold16((sd * _M_DOC + st * _M_TF + width * _M_WIDTH + size * _M_SIZE) & _MASK32)
+
+
+def _block_checks(docs: I64, tfs: I64, counts: I64, width: I64, block: I64) -> npt.NDArray[Any]:
+    """Every word's block check; postings sorted by word, ``counts`` of them each."""
+    v = counts.shape[0]
+    if not v:
+        return np.zeros(0, dtype=np.uint16)
+    m = np.uint64(_MASK32)
+    starts = np.cumsum(counts) - counts
+    _, place = _spans(counts)
+    pos = (place + 1).astype(np.uint64)
+    sd: U64 = np.add.reduceat(docs.astype(np.uint64) + np.uint64(1), starts)
+    st: U64 = np.add.reduceat((tfs.astype(np.uint64) + np.uint64(1)) * pos, starts)
+    h = (sd * np.uint64(_M_DOC) + st * np.uint64(_M_TF)) & m
+    h = (h + width.astype(np.uint64) * np.uint64(_M_WIDTH)) & m
+    h = (h + block.astype(np.uint64) * np.uint64(_M_SIZE)) & m
+    out: npt.NDArray[Any] = ((h ^ (h >> np.uint64(16))) & np.uint64(0xFFFF)).astype(np.uint16)
+    return out
+
+
+def _payload(obj: object) -> bytes:
+    """obj as store.codec frames it, without the frame's header: a section read with
+    :func:`_unframe`."""
+    return encode(MAGIC, VERSION, obj)[HEADER.size :]
+
+
+def _unframe(data: bytes) -> object:
+    """A section written by :func:`_payload`, through store.codec's bounded decoding."""
+    return decode(MAGIC, VERSION, HEADER.pack(MAGIC, VERSION, 0) + data)
+
+
+def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
+    """The bytes of a ``.mem`` holding fold (the layout of the module docstring)."""
+    n_docs = fold.n_docs
+    # Postings by (word in key order, document), repeats added up.
+    order = np.argsort(fold.keys, kind="stable")
+    rank = np.empty(order.shape[0], dtype=np.int64)
+    rank[order] = np.arange(order.shape[0], dtype=np.int64)
+    wr = rank[fold.pair_word] if fold.pair_word.size else fold.pair_word
+    span = max(n_docs, 1)
+    pkeys, tfs = _sum_repeats(wr * span + fold.pair_doc, fold.pair_tf)
+    np.minimum(tfs, MAX_QUANTITY, out=tfs)
+    wr = pkeys // span
+    docs = pkeys - wr * span
+    # A word with no posting left (its only text was empty) leaves the vocabulary.
+    present = np.bincount(wr, minlength=order.shape[0]) > 0
+    keys = fold.keys[order][present]
+    if not bool(np.all(present)):
+        remap = np.cumsum(present) - 1
+        wr = remap[wr]
+    n_words = int(keys.shape[0])
+    counts = np.bincount(wr, minlength=n_words).astype(np.int64)
+    starts = np.cumsum(counts) - counts
+    maxtf = np.maximum.reduceat(tfs, starts) if docs.size else np.zeros(0, dtype=np.int64)
+    width = np.where(maxtf < 256, 1, np.where(maxtf < 65536, 2, 4)).astype(np.int64)
+    dw = 2 if n_docs <= 65536 else 4
+    block = counts * (dw + width)
+    poff = np.zeros(n_words + 1, dtype=np.int64)
+    np.cumsum(block, out=poff[1:])
+    total = int(poff[-1])
+    if total >= 2**32:
+        raise StoreError("a .mem's postings would pass 4 GiB: not written")
+    out = np.zeros(total, dtype=np.uint8)
+    if docs.size:
+        _, rel = _spans(counts)
+        pos = poff[wr] + rel * dw
+        for k in range(dw):
+            out[pos + k] = (docs >> (8 * k)) & 0xFF
+        tw = width[wr]
+        pos = poff[wr] + counts[wr] * dw + rel * tw
+        for k in range(4):
+            m = tw > k
+            out[pos[m] + k] = (tfs[m] >> (8 * k)) & 0xFF
+    lengths = np.minimum(fold.doc_len, MAX_QUANTITY)
+    frame = HEADER.pack(MAGIC, VERSION, 0)
+    blobs: dict[str, bytes] = {
+        "keys": keys.astype("<u8").tobytes(),
+        "poff": poff.astype("<u4").tobytes(),
+        "width": width.astype("<u1").tobytes(),
+        "bcheck": _block_checks(docs, tfs, counts, width, block).astype("<u2").tobytes(),
+        "postings": out.tobytes(),
+        "doc_len": lengths.astype("<u4").tobytes(),
+        "doc_event": fold.doc_event.astype("<u4").tobytes(),
+        **{k: np.ascontiguousarray(fold.ev[k], dtype=dt).tobytes() for k, dt in _EV_DTYPES.items()},
+        "names": _payload({"kinds": fold.kinds, "agents": fold.agents}),
+        "cards": _payload([c.to_obj() for c in fold.cards]),
+    }
+    table: list[int] = []
+    parts: list[bytes] = []
+    at = 0
+    for name in _SECTIONS:
+        data = blobs[name]
+        table.extend((at, len(data), zlib.crc32(data)))
+        parts.append(data)
+        pad = _align(at + len(data)) - (at + len(data))
+        parts.append(b"\0" * pad)
+        at += len(data) + pad
+    seq = fold.ev["ev_seq"]
+    head = _HEAD.pack(
+        check.covered,
+        int(seq[0]) if seq.shape[0] else 0,
+        int(seq[-1]) if seq.shape[0] else 0,
+        fold.n_events,
+        n_docs,
+        n_words,
+        len(fold.cards),
+        int(lengths.sum()),
+        skipped,
+        dw,
+        check.ino,
+        check.size,
+        check.mtime_ns,
+        check.ctime_ns,
+        check.built_ns,
+        check.head_sha,
+        check.tail_sha,
+        WORDS_VERSION,
+        EVENTS_VERSION,
+        *table,
+    )
+    gap = b"\0" * (_align(_BASE) - _BASE)
+    return b"".join([frame, _CRC.pack(zlib.crc32(head)), head, gap, *parts])
+
+
+@dataclass(frozen=True, slots=True)
+class MemBuild:
+    """A ``.mem``'s bytes and what they cover."""
+
+    data: bytes
+    """The file's bytes."""
+    covered: int
+    """The log bytes it covers."""
+    events: int
+    """Events it holds."""
+    docs: int
+    """Ranked events it holds."""
+
+
+def build_mem(
+    events: Sequence[LoggedEvent],
+    *,
+    check: LogCheck,
+    skipped: int = 0,
+    base: MemIndex | None = None,
+) -> MemBuild:
+    """The ``.mem`` of ``events``, the log's events up to ``check.covered`` in order.
+
+    With ``base``, an open ``.mem`` of the same log's beginning, the result holds its documents,
+    events and cards first and ``events`` (those after ``base.covered``) after them: the log's
+    beginning is not read again. FormatError when ``base`` turns out damaged.
+    """
+    fold = fold_events(events)
+    if base is not None:
+        fold = merge_folds(base.fold(), fold)
+        skipped += base.skipped
+    return MemBuild(_encode(fold, check, skipped), check.covered, fold.n_events, fold.n_docs)
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EventArrays:
+    """Every event a ``.mem`` covers: its seq, where its line lies, its turn, kind and agent."""
+
+    seq: U64
+    """Seqs, ascending."""
+    off: U64
+    """Each line's byte offset in the log."""
+    length: U32
+    """Each line's length without its newline."""
+    turn: U32
+    """Each event's turn."""
+    kind: npt.NDArray[np.uint8]
+    """Each event's kind, an index into :attr:`MemIndex.kinds`."""
+    agent: npt.NDArray[np.uint16]
+    """Each event's agent, an index into :attr:`MemIndex.agents`."""
+
+    def find(self, seq: int) -> int | None:
+        """The index of the event with this seq, or None."""
+        if seq < 0 or seq >= 2**64:
+            return None
+        i = int(np.searchsorted(self.seq, np.uint64(seq)))
+        if i < self.seq.shape[0] and int(self.seq[i]) == seq:
+            return i
+        return None
+
+
+class MemIndex:
+    """An open ``.mem``: its fixed head read and checked, its sections located and bounded,
+    nothing else read.
+
+    Backed by a read-only memory map of the file (or by bytes): :meth:`close` it, or use it as a
+    context manager. Every method raises :class:`errors.FormatError` for anything off about the
+    file, and nothing else.
+    """
+
+    def __init__(self, buf: mmap.mmap | bytes, *, path: Path | str | None = None) -> None:
+        self._buf = buf
+        self.path = path
+        self._names: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._cards_raw: list[Any] | None = None
+        self._events: EventArrays | None = None
+        self._doc_events: U32 | None = None
+        self._card_turns: list[int] = []
+        try:
+            self._parse_head()
+        except FormatError:
+            self.close()
+            raise
+
+    @classmethod
+    def open(cls, path: Path | str) -> MemIndex:
+        """Read or map the ``.mem`` at path. FileNotFoundError when there is none; FormatError
+        when it is empty, unreadable or not one."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise _bad(f"cannot be read ({exc})") from None
+        try:
+            size = os.fstat(fd).st_size
+            if size < _BASE:
+                raise _bad(f"of {size} bytes is shorter than its head")
+            # Mapping a file costs more than reading a small one whole (more system calls and
+            # page faults against one read); a big one is mapped, and only what a search reads
+            # is ever paged in.
+            buf: mmap.mmap | bytes
+            if size <= READ_WHOLE:
+                buf = os.read(fd, size)
+                while len(buf) < size:
+                    more = os.read(fd, size - len(buf))
+                    if not more:
+                        raise _bad("was cut while it was read")
+                    buf += more
+            else:
+                buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except FormatError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise _bad(f"cannot be read ({exc})") from None
+        finally:
+            os.close(fd)
+        return cls(buf, path=path)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MemIndex:
+        return cls(data)
+
+    def close(self) -> None:
+        if isinstance(self._buf, mmap.mmap) and not self._buf.closed:
+            self._buf.close()
+
+    def __enter__(self) -> MemIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<MemIndex {self.path} covers {self.covered:,} bytes: {self.n_events:,} events, "
+            f"{self.n_docs:,} ranked, {self.n_words:,} words>"
+        )
+
+    # -- the head ---------------------------------------------------------------------------
+
+    def _parse_head(self) -> None:
+        buf = self._buf
+        size = len(buf)
+        if size < _BASE:
+            raise _bad(f"of {size} bytes is shorter than its head")
+        magic, version, flags = HEADER.unpack_from(buf, 0)
+        if magic != MAGIC:
+            raise _bad(f"is not a .mem (magic {bytes(magic)!r})")
+        if version != VERSION:
+            raise _bad(f"format version {version} is not {VERSION}")
+        if flags:
+            raise _bad(f"has unknown flags 0x{flags:04x}")
+        (crc,) = _CRC.unpack_from(buf, HEADER.size)
+        head = buf[HEADER.size + _CRC.size : _BASE]
+        if zlib.crc32(head) != crc:
+            raise _bad("head fails its check")
+        f = _HEAD.unpack(head)
+        self.covered: int = f[0]
+        self.first_seq: int = f[1]
+        self.last_seq: int = f[2]
+        self.n_events: int = f[3]
+        self.n_docs: int = f[4]
+        self.n_words: int = f[5]
+        self.n_cards: int = f[6]
+        self.total_length: int = f[7]
+        self.skipped: int = f[8]
+        self.doc_width: int = f[9]
+        ino, lsize, mtime, ctime, built, head_sha, tail_sha = f[10:17]
+        self.check = LogCheck(self.covered, head_sha, tail_sha, ino, lsize, mtime, ctime, built)
+        words_version, events_version = f[17:19]
+        if (words_version, events_version) != (WORDS_VERSION, EVENTS_VERSION):
+            raise _bad(
+                f"words and events versions {words_version}, {events_version} are not this "
+                f"program's {WORDS_VERSION}, {EVENTS_VERSION}"
+            )
+        if self.doc_width not in (2, 4) or (self.doc_width == 2 and self.n_docs > 65536):
+            raise _bad("document width is not 2 or 4")
+        if self.n_docs > self.n_events or self.n_events > size or self.n_words > size:
+            raise _bad("counts pass what the file could hold")
+        base = _align(_BASE)
+        table: tuple[int, ...] = f[19:]
+        offs, lens = table[0::3], table[1::3]
+        v, d, e = self.n_words, self.n_docs, self.n_events
+        want: tuple[int, ...] = (8 * v, 4 * (v + 1), v, 2 * v, lens[4], 4 * d, 4 * d)
+        want += (8 * e, 8 * e, 4 * e, 4 * e, e, 2 * e, lens[13], lens[14])
+        if lens != want:
+            raise _bad("sections are not the lengths their counts say")
+        if max(o + n for o, n in zip(offs, lens, strict=True)) + base > size:
+            raise _bad("a section lies outside the file")
+        self._sec = [(base + o, n, c) for o, n, c in zip(offs, lens, table[2::3], strict=True)]
+        if self.n_words and self._u32("poff", v) != self._sec[_S["postings"]][1]:
+            raise _bad("postings are not the length their offsets say")
+
+    # -- sections ---------------------------------------------------------------------------
+
+    def _section(self, name: str) -> bytes:
+        """A section's bytes, checked against its CRC."""
+        off, length, crc = self._sec[_S[name]]
+        data = bytes(self._buf[off : off + length])
+        if zlib.crc32(data) != crc:
+            raise _bad(f"section {name} fails its check")
+        return data
+
+    def _u32(self, name: str, i: int) -> int:
+        value: int = struct.unpack_from("<I", self._buf, self._sec[_S[name]][0] + 4 * i)[0]
+        return value
+
+    def _find(self, key: int) -> int | None:
+        """The index of the word with this key, by binary search of the stored keys."""
+        v = self.n_words
+        if not v:
+            return None
+        off = self._sec[_S["keys"]][0]
+        view = memoryview(self._buf)[off : off + 8 * v]
+        try:
+            if _LITTLE:
+                keys = view.cast("Q")
+                i = bisect.bisect_left(keys, key)
+                hit = i < v and keys[i] == key
+                keys.release()
+            else:
+                arr = np.frombuffer(view, dtype="<u8")
+                i = int(np.searchsorted(arr, np.uint64(key)))
+                hit = i < v and int(arr[i]) == key
+                del arr
+        finally:
+            view.release()  # the map cannot close while a view of it is held
+        return i if hit else None
+
+    def postings(self, word: str, key: int | None = None) -> tuple[U32, U32]:
+        """The documents holding word (ascending) and its weighted frequency in each, checked.
+        ``key`` is the word's :func:`word_key`, when the caller has it already."""
+        empty = np.zeros(0, dtype=np.uint32)
+        i = self._find(word_key(word) if key is None else key)
+        if i is None:
+            return empty, empty
+        buf = self._buf
+        p_at = self._sec[_S["poff"]][0] + 4 * i
+        pa, pb = struct.unpack_from("<II", buf, p_at)
+        width = buf[self._sec[_S["width"]][0] + i]
+        (check,) = struct.unpack_from("<H", buf, self._sec[_S["bcheck"]][0] + 2 * i)
+        dtype = _TF_DTYPES.get(width)
+        dw = self.doc_width
+        if dtype is None or not pa < pb <= self._sec[_S["postings"]][1]:
+            raise _bad(f"entry of word {i} is out of bounds")
+        n, rest = divmod(pb - pa, dw + width)
+        if rest:
+            raise _bad("postings block is not a whole number of postings")
+        p0 = self._sec[_S["postings"]][0] + pa
+        if n <= _SMALL_BLOCK:
+            # A few postings: plain integers cost less than numpy's calls.
+            dl = struct.unpack_from(f"<{n}{'H' if dw == 2 else 'I'}", buf, p0)
+            tl = struct.unpack_from(f"<{n}{_TF_CODES[width]}", buf, p0 + n * dw)
+            sd = sum(dl) + n
+            st = sum(t * j for j, t in enumerate(tl, 1)) + n * (n + 1) // 2
+            h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + (pb - pa) * _M_SIZE) & _MASK32
+            if _fold16(h) != check:
+                raise _bad(f"postings of word {i} fail their check")
+            if max(dl) >= self.n_docs or max(tl) > MAX_QUANTITY:
+                raise _bad("posting is out of range")
+            return np.array(dl, dtype=np.uint32), np.array(tl, dtype=np.uint32)
+        block = bytes(buf[p0 : p0 + (pb - pa)])
+        docs = np.frombuffer(block, dtype="<u2" if dw == 2 else "<u4", count=n).astype(np.uint32)
+        tfs = np.frombuffer(block, dtype=dtype, count=n, offset=n * dw).astype(np.uint32)
+        if _block_check(docs, tfs, width, pb - pa) != check:
+            raise _bad(f"postings of word {i} fail their check")
+        if int(docs.max()) >= self.n_docs or (width == 4 and int(tfs.max()) > MAX_QUANTITY):
+            raise _bad("posting is out of range")
+        return docs, tfs
+
+    def lengths(self) -> U32:
+        """Each document's weighted length."""
+        arr = np.frombuffer(self._section("doc_len"), dtype="<u4").astype(np.uint32)
+        if arr.size and int(arr.max()) > MAX_QUANTITY:
+            raise _bad("document length past 2**31-1")
+        return arr
+
+    def doc_events(self) -> U32:
+        """Each document's event, an index into :meth:`events` (checked once)."""
+        if self._doc_events is None:
+            arr = np.frombuffer(self._section("doc_event"), dtype="<u4").astype(np.uint32)
+            if arr.size and (int(arr.max()) >= self.n_events or bool(np.any(arr[1:] <= arr[:-1]))):
+                raise _bad("documents do not name events in order")
+            self._doc_events = arr
+        return self._doc_events
+
+    def segment(self, words: Iterable[str], keys: Mapping[str, int] | None = None) -> Segment:
+        """A segment holding only ``words``' postings and every document's length: what
+        :func:`retrieval.bm25.search_all` needs to score them exactly as the whole index would.
+        ``keys`` maps the words to their keys, computed once for a search of many logs."""
+        found: list[str] = []
+        d_parts: list[U32] = []
+        t_parts: list[U32] = []
+        for w in dict.fromkeys(words):
+            docs, tfs = self.postings(w, keys.get(w) if keys is not None else None)
+            if docs.size:
+                found.append(w)
+                d_parts.append(docs)
+                t_parts.append(tfs)
+        offsets = np.zeros(len(found) + 1, dtype=np.int64)
+        np.cumsum([d.size for d in d_parts], out=offsets[1:])
+        z = np.zeros(0, dtype=np.uint32)
+        return Segment(
+            found,
+            offsets,
+            np.concatenate(d_parts) if d_parts else z,
+            np.concatenate(t_parts) if t_parts else z,
+            self.lengths(),
+        )
+
+    def _names_of(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if self._names is None:
+            obj = _unframe(self._section("names"))
+            if not isinstance(obj, dict):
+                raise _bad("names are not a map")
+            kinds, agents = obj.get("kinds"), obj.get("agents")
+            if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+                raise _bad("kinds are not names")
+            if not isinstance(agents, list) or not all(isinstance(a, str) for a in agents):
+                raise _bad("agents are not names")
+            self._names = (tuple(kinds), tuple(agents))
+        return self._names
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds the event arrays name."""
+        return self._names_of()[0]
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        """The agents the event arrays name."""
+        return self._names_of()[1]
+
+    def events(self) -> EventArrays:
+        """Every covered event's seq, line, turn, kind and agent, checked (once: a search asks
+        for them for its candidates, its results and their cards)."""
+        if self._events is None:
+            self._events = self._read_events()
+        return self._events
+
+    def _read_events(self) -> EventArrays:
+        ev = EventArrays(
+            seq=np.frombuffer(self._section("ev_seq"), dtype="<u8").astype(np.uint64),
+            off=np.frombuffer(self._section("ev_off"), dtype="<u8").astype(np.uint64),
+            length=np.frombuffer(self._section("ev_len"), dtype="<u4").astype(np.uint32),
+            turn=np.frombuffer(self._section("ev_turn"), dtype="<u4").astype(np.uint32),
+            kind=np.frombuffer(self._section("ev_kind"), dtype="<u1").astype(np.uint8),
+            agent=np.frombuffer(self._section("ev_agent"), dtype="<u2").astype(np.uint16),
+        )
+        if self.n_events:
+            if (
+                bool(np.any(ev.seq[1:] <= ev.seq[:-1]))
+                or int(ev.seq[0]) != self.first_seq
+                or int(ev.seq[-1]) != self.last_seq
+            ):
+                raise _bad("event seqs are not ascending")
+            if int(ev.length.max()) > _MAX_LINE or int(ev.off.max()) >= self.covered:
+                raise _bad("event line lies past what it covers")
+            ends = ev.off + ev.length.astype(np.uint64)
+            if int(ends.max()) >= self.covered:
+                raise _bad("event line lies past what it covers")
+            if int(ev.kind.max()) >= max(len(self.kinds), 1):
+                raise _bad("event kind is not named")
+            if int(ev.agent.max()) >= max(len(self.agents), 1):
+                raise _bad("event agent is not named")
+        return ev
+
+    def _raw_cards(self) -> list[Any]:
+        if self._cards_raw is None:
+            obj = _unframe(self._section("cards"))
+            if not isinstance(obj, list) or len(obj) != self.n_cards:
+                raise _bad("cards are not a list of the head's length")
+            turns = [c[0] if isinstance(c, list) and c and type(c[0]) is int else -1 for c in obj]
+            if any(t < 0 for t in turns) or any(a >= b for a, b in pairwise(turns)):
+                raise _bad("cards are not in turn order")
+            self._cards_raw = obj
+            self._card_turns = turns
+        return self._cards_raw
+
+    def cards(self) -> list[Card]:
+        """The turns' cards, in turn order."""
+        try:
+            return [Card.from_obj(c) for c in self._raw_cards()]
+        except ValueError as exc:
+            raise _bad(f"card is not one ({exc})") from None
+
+    def card(self, turn: int) -> Card | None:
+        """The card of one turn, or None when this ``.mem`` holds none for it."""
+        raw = self._raw_cards()
+        i = bisect.bisect_left(self._card_turns, turn)
+        if i == len(raw) or self._card_turns[i] != turn:
+            return None
+        try:
+            return Card.from_obj(raw[i])
+        except ValueError as exc:
+            raise _bad(f"card is not one ({exc})") from None
+
+    def fold(self) -> Fold:
+        """Everything this ``.mem`` holds, as a fold to extend: each section checked."""
+        keys = np.frombuffer(self._section("keys"), dtype="<u8").astype(np.uint64)
+        poff = np.frombuffer(self._section("poff"), dtype="<u4").astype(np.int64)
+        width = np.frombuffer(self._section("width"), dtype="<u1").astype(np.int64)
+        bcheck = np.frombuffer(self._section("bcheck"), dtype="<u2").astype(np.int64)
+        post = np.frombuffer(self._section("postings"), dtype=np.uint8)
+        v = self.n_words
+        block = np.diff(poff)
+        if v and (
+            int(poff[0]) != 0
+            or int(poff[-1]) != post.size
+            or bool(np.any(block <= 0))
+            or not bool(np.all(np.isin(width, (1, 2, 4))))
+            or bool(np.any(keys[1:] <= keys[:-1]))
+        ):
+            raise _bad("word entries are not a partition of the postings")
+        dw = self.doc_width
+        counts, rest = np.divmod(block, dw + width)
+        if bool(np.any(rest != 0)):
+            raise _bad("postings block is not a whole number of postings")
+        wid, rel = _spans(counts)
+        pos = poff[:-1][wid] + rel * dw
+        docs = np.zeros(wid.shape[0], dtype=np.int64)
+        for k in range(dw):
+            docs |= post[pos + k].astype(np.int64) << (8 * k)
+        tw = width[wid]
+        pos = poff[:-1][wid] + counts[wid] * dw + rel * tw
+        tfs = np.zeros(wid.shape[0], dtype=np.int64)
+        for k in range(4):
+            m = tw > k
+            tfs[m] |= post[pos[m] + k].astype(np.int64) << (8 * k)
+        if docs.size and (int(docs.max()) >= self.n_docs or int(tfs.max()) > MAX_QUANTITY):
+            raise _bad("posting names a document past the end")
+        if not np.array_equal(_block_checks(docs, tfs, counts, width, block), bcheck):
+            raise _bad("postings fail their checks")
+        ev = self.events()
+        return Fold(
+            keys=keys,
+            pair_doc=docs,
+            pair_word=wid,
+            pair_tf=tfs,
+            doc_len=self.lengths().astype(np.int64),
+            doc_event=self.doc_events().astype(np.int64),
+            ev={
+                "ev_seq": ev.seq,
+                "ev_off": ev.off,
+                "ev_len": ev.length,
+                "ev_turn": ev.turn,
+                "ev_kind": ev.kind,
+                "ev_agent": ev.agent,
+            },
+            kinds=list(self.kinds),
+            agents=list(self.agents),
+            cards=self.cards(),
+        )
+
+    def matches(self, f: Any) -> bool:
+        """Whether the open log f still holds what this was built from (:class:`LogCheck`)."""
+        return self.check.holds(f)
+
+
+def postings_of(mem: MemIndex) -> dict[int, dict[int, int]]:
+    """Every word's postings as ``{key: {doc: frequency}}``: for tests and inspection."""
+    fold = mem.fold()
+    out: dict[int, dict[int, int]] = {}
+    pairs = zip(fold.pair_word.tolist(), fold.pair_doc.tolist(), fold.pair_tf.tolist(), strict=True)
+    for w, d, t in pairs:
+        out.setdefault(int(fold.keys[w]), {})[d] = t
+    return out
+
+
+def read_fields(mem: MemIndex) -> Mapping[str, int]:
+    """The head's counts, for status and tests."""
+    return {
+        "covered": mem.covered,
+        "events": mem.n_events,
+        "docs": mem.n_docs,
+        "words": mem.n_words,
+        "cards": mem.n_cards,
+        "total_length": mem.total_length,
+    }
