@@ -181,10 +181,18 @@ def _is_git_dir(d: str) -> bool:
 
 def _read_small(path: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            return f.read(8192).decode("utf-8", "replace")
+        # A .git file or a git directory's gitdir/commondir: never through a link in its name.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 8192).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _gitdir_of_file(dotgit: str) -> str:
