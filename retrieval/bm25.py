@@ -29,10 +29,12 @@ __all__ = [
     "B",
     "Hit",
     "Part",
+    "Scored",
     "Segment",
     "SegmentBuilder",
     "idf",
     "merge_segments",
+    "score_parts",
     "search_all",
 ]
 
@@ -430,14 +432,35 @@ class Hit:
     """Its BM25 score."""
 
 
-def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) -> list[Hit]:
-    """Rank the documents of all parts as one collection; ties go to the earlier part, then doc.
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """The documents of one part that match a query, with their scores (no order)."""
 
-    Statistics (document count, average length, document frequencies) are over the live documents
-    of every part together, so the scores equal those of one segment holding them all.
+    part: int
+    """The index of the part in the search's list."""
+    docs: I64
+    """Matching documents that are live and allowed, ascending."""
+    scores: F64
+    """Their BM25 scores, above 0."""
+
+
+def score_parts(
+    parts: Sequence[Part],
+    query_words: Iterable[str] | Mapping[str, float],
+) -> list[Scored]:
+    """Every live, allowed document of each part that matches, scored as one collection.
+
+    query_words is a list of words, or a map of each word to its weight (a query's word that
+    counts twice adds its BM25 term twice). Statistics (document count, average length, document
+    frequencies) are over the live documents of every part together, so the scores equal those of
+    one segment holding them all.
     """
-    qwords = list(dict.fromkeys(query_words))
-    if limit <= 0 or not qwords or not parts:
+    if isinstance(query_words, Mapping):
+        weights = {w: float(q) for w, q in query_words.items() if q > 0}
+    else:
+        weights = dict.fromkeys(query_words, 1.0)
+    qwords = list(weights)
+    if not qwords or not parts:
         return []
     n_docs = 0
     total = 0
@@ -466,9 +489,7 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
             df += int(docs.size)
         found.append(per_part)
         dfs.append(df)
-    cand_part: list[I64] = []
-    cand_doc: list[I64] = []
-    cand_score: list[F64] = []
+    out: list[Scored] = []
     for pi, p in enumerate(parts):
         seg = p.segment
         touched = [found[wi][pi] for wi in range(len(qwords))]
@@ -479,7 +500,7 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
         for wi, (docs, tfs) in enumerate(touched):
             if not docs.size:
                 continue
-            w_idf = idf(n_docs, dfs[wi])
+            w_idf = idf(n_docs, dfs[wi]) * weights[qwords[wi]]
             tf = tfs.astype(np.float64)
             scores[docs] += w_idf * tf * (K1 + 1.0) / (tf + norm[docs])
         hit = scores > 0.0
@@ -488,16 +509,35 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
         if p.live is not None:
             hit &= p.live
         idx = np.flatnonzero(hit)
-        if not idx.size:
-            continue
+        if idx.size:
+            out.append(Scored(pi, idx.astype(np.int64), scores[idx]))
+    return out
+
+
+def search_all(
+    parts: Sequence[Part], query_words: Iterable[str] | Mapping[str, float], limit: int
+) -> list[Hit]:
+    """Rank the documents of all parts as one collection; ties go to the earlier part, then doc.
+
+    Statistics (document count, average length, document frequencies) are over the live documents
+    of every part together, so the scores equal those of one segment holding them all
+    (:func:`score_parts`, whose query_words this takes).
+    """
+    if limit <= 0:
+        return []
+    cand_part: list[I64] = []
+    cand_doc: list[I64] = []
+    cand_score: list[F64] = []
+    for sc in score_parts(parts, query_words):
+        idx, scores = sc.docs, sc.scores
         if idx.size > limit:
-            top = np.argpartition(-scores[idx], limit - 1)[:limit]
+            top = np.argpartition(-scores, limit - 1)[:limit]
             # Keep every document tied with the last one kept, so ties resolve by order added.
-            cut = scores[idx[top]].min()
-            idx = idx[scores[idx] >= cut]
-        cand_part.append(np.full(idx.size, pi, dtype=np.int64))
-        cand_doc.append(idx.astype(np.int64))
-        cand_score.append(scores[idx])
+            keep = scores >= scores[top].min()
+            idx, scores = idx[keep], scores[keep]
+        cand_part.append(np.full(idx.size, sc.part, dtype=np.int64))
+        cand_doc.append(idx)
+        cand_score.append(scores)
     if not cand_doc:
         return []
     cp = np.concatenate(cand_part)

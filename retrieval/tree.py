@@ -11,18 +11,29 @@ rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
-from nodwyn_retrieval.retrieval.bm25 import Part, Segment, merge_segments, search_all
-from nodwyn_retrieval.retrieval.words import word_counts
+from nodwyn_retrieval.retrieval.bm25 import Part, Segment, merge_segments, score_parts, search_all
+from nodwyn_retrieval.retrieval.chunks import DEFINED
+from nodwyn_retrieval.retrieval.kinds import KINDS, PRIORS, kinds_of, lifted_kinds
+from nodwyn_retrieval.retrieval.words import stem, word_counts, word_forms, words
 
-__all__ = ["FIRST_LINE_WEIGHT", "PATH_WEIGHT", "TreeHit", "TreeIndex", "TreeSegment"]
+__all__ = [
+    "FIRST_LINE_WEIGHT",
+    "PATH_WEIGHT",
+    "RANKING",
+    "Ranking",
+    "TreeHit",
+    "TreeIndex",
+    "TreeSegment",
+]
 
 # §6: the path's words and the chunk's first line count three times. The first line's words are
 # already counted once as part of the chunk's lines, so they are added twice more.
@@ -47,6 +58,33 @@ class TreeHit:
     """Its BM25 score."""
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How a repository search ranks files and picks their chunks (docs/quality.md).
+
+    A chunk scores by BM25 over its words, its path's and its first line's (§6), plus each
+    query word's definition term (a chunk that defines the name) at ``definition`` times the
+    word's weight, and each other form of a query word (same stem) at ``forms`` times its weight.
+    A file scores by its chunks, best first, the i-th counted ``decay ** i``; times its kind's
+    prior unless the query names the kind; times ``1 + name * sqrt(share)`` where share is the
+    query weight of the words its file name holds (``blueprints.py`` for "blueprint").
+    Files are shown best first, each with its best chunk and up to ``per_file - 1`` more that
+    score at least ``more`` times its best.
+    """
+
+    definition: float = 1.0
+    forms: float = 0.5
+    decay: float = 0.5
+    name: float = 0.5
+    priors: Mapping[str, float] = field(default_factory=lambda: dict(PRIORS))
+    per_file: int = 2
+    more: float = 0.6
+
+
+RANKING = Ranking()
+"""The ranking a search uses."""
+
+
 class TreeSegment:
     """A segment of chunk documents with the files they come from.
 
@@ -54,7 +92,8 @@ class TreeSegment:
     document's lines.
     """
 
-    __slots__ = ("_file_of_doc", "ends", "file_docs", "files", "keys", "segment", "starts")
+    __slots__ = ("_file_of_doc", "_names", "ends", "file_docs", "files", "keys", "segment",
+                 "starts")  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - the parts of a segment, always passed in this order
         self,
@@ -72,6 +111,16 @@ class TreeSegment:
         self.starts = starts
         self.ends = ends
         self._file_of_doc: I64 | None = None
+        self._names: dict[int, frozenset[str]] = {}
+
+    def name_stems(self, f: int) -> frozenset[str]:
+        """The stems of the words of file f's name, its extension left out (cached)."""
+        got = self._names.get(f)
+        if got is None:
+            base = self.files[f].rsplit("/", 1)[-1]
+            base = base.split(".", 1)[0] if not base.startswith(".") else base
+            got = self._names[f] = frozenset(stem(w) for w in words(base))
+        return got
 
     @property
     def n_docs(self) -> int:
@@ -236,6 +285,10 @@ class TreeIndex:
         self._overrides: dict[str, tuple[str, FileRecord] | None] = {}
         self.delta = TreeSegment.build(())
         self.files: dict[str, str] = dict(zip(self.base.files, self.base.keys, strict=True))
+        self._kind_key: tuple[int, int] | None = None
+        self._kind_base: TreeSegment | None = None
+        self._base_kinds: I64 | None = None
+        self._delta_kinds: I64 = np.zeros(0, dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -334,6 +387,151 @@ class TreeIndex:
             f = int(t.file_of_doc()[hit.doc])
             out.append(TreeHit(t.files[f], int(t.starts[hit.doc]), int(t.ends[hit.doc]), hit.score))
         return out
+
+    def _kinds(self) -> tuple[I64, I64]:
+        """Each base file's and each delta file's kind, as an index into KINDS (cached)."""
+        key = (id(self.base), id(self.delta))
+        if self._kind_key != key:
+            codes = {k: i for i, k in enumerate(KINDS)}
+            if self._base_kinds is None or self._kind_base is not self.base:
+                self._base_kinds = np.fromiter(
+                    map(codes.__getitem__, kinds_of(self.base.files)),
+                    np.int64,
+                    len(self.base.files),
+                )
+                self._kind_base = self.base
+            paths = list(self.base.files) + list(self.delta.files)
+            delta = kinds_of(paths)[len(self.base.files) :] if self.delta.files else []
+            self._delta_kinds = np.fromiter(map(codes.__getitem__, delta), np.int64, len(delta))
+            self._kind_key = key
+        base = self._base_kinds if self._base_kinds is not None else self._delta_kinds[:0]
+        return base, self._delta_kinds
+
+    def has_word(self, word: str) -> bool:
+        """Whether any chunk of the index holds word."""
+        return self.base.segment.word_id(word) is not None or (
+            self.delta.segment.word_id(word) is not None
+        )
+
+    def expand(self, query: Mapping[str, float], ranking: Ranking = RANKING) -> dict[str, float]:
+        """The terms a query ranks by: its words, their definition terms and their other forms."""
+        terms: dict[str, float] = {}
+
+        def add(term: str, weight: float) -> None:
+            if weight > terms.get(term, 0.0):
+                terms[term] = weight
+
+        for w, q in query.items():
+            add(w, q)
+            if ranking.definition:
+                add(DEFINED + w, q * ranking.definition)
+            if ranking.forms:
+                for f in word_forms(w, self.has_word):
+                    add(f, q * ranking.forms)
+                    if ranking.definition:
+                        add(DEFINED + f, q * ranking.forms * ranking.definition)
+        return terms
+
+    def rank(
+        self,
+        query: Mapping[str, float],
+        limit: int,
+        prefix: str | None = None,
+        ranking: Ranking = RANKING,
+    ) -> list[TreeHit]:
+        """The best chunks of the best files for a weighted query (:class:`Ranking`).
+
+        prefix narrows to a file or a directory (§1). At most ``limit`` chunks.
+        """
+        hits, _ = self.rank_files(query, limit, prefix, ranking)
+        return hits
+
+    def rank_files(
+        self,
+        query: Mapping[str, float],
+        limit: int,
+        prefix: str | None = None,
+        ranking: Ranking = RANKING,
+    ) -> tuple[list[TreeHit], list[str]]:
+        """:meth:`rank`'s chunks, and every matching file in rank order."""
+        if limit <= 0 or not query:
+            return [], []
+        base_allow = (
+            None if prefix is None else _path_mask(self.base.files, self.base.file_docs, prefix)
+        )
+        delta_allow = (
+            None if prefix is None else _path_mask(self.delta.files, self.delta.file_docs, prefix)
+        )
+        parts = [
+            Part(self.base.segment, self._live if self._overrides else None, base_allow),
+            Part(self.delta.segment, None, delta_allow),
+        ]
+        scored = score_parts(parts, self.expand(query, ranking))
+        if not scored:
+            return [], []
+        trees = (self.base, self.delta)
+        kinds = self._kinds()
+        n_base = len(self.base.files)
+        # A file's key: its index in base, or n_base + its index in delta.
+        fk: list[I64] = []
+        for sc in scored:
+            of_doc = trees[sc.part].file_of_doc()[sc.docs]
+            fk.append(of_doc + (n_base if sc.part else 0))
+        file_key = np.concatenate(fk)
+        doc_part = np.concatenate([np.full(sc.docs.size, sc.part, np.int64) for sc in scored])
+        doc = np.concatenate([sc.docs for sc in scored])
+        score = np.concatenate([sc.scores for sc in scored])
+        # Each file's chunks best first; the i-th weighs decay**i.
+        order = np.lexsort((doc, doc_part, -score, file_key))
+        fko = file_key[order]
+        first = np.flatnonzero(np.concatenate(([True], fko[1:] != fko[:-1])))
+        counts = np.diff(np.append(first, fko.size))
+        nth = np.arange(fko.size) - np.repeat(first, counts)
+        decayed = score[order] * np.power(ranking.decay, nth.astype(np.float64))
+        files = fko[first]
+        total = np.add.reduceat(decayed, first) if decayed.size else decayed
+        # Priors by kind, lifted for the kinds the query names.
+        lifted = lifted_kinds(query)
+        prior = np.asarray(
+            [1.0 if k in lifted else ranking.priors.get(k, 1.0) for k in KINDS], np.float64
+        )
+        kind = np.concatenate(kinds)[files]
+        total = total * prior[kind]
+        if ranking.name:
+            weight = sum(query.values()) or 1.0
+            qstems: dict[str, float] = {}
+            for w, q in query.items():
+                s = stem(w)
+                qstems[s] = max(qstems.get(s, 0.0), q)
+            boost = np.ones(files.size)
+            for i, f in enumerate(files.tolist()):
+                t, j = (self.base, f) if f < n_base else (self.delta, f - n_base)
+                got = sum(qstems.get(s, 0.0) for s in t.name_stems(j))
+                if got:
+                    boost[i] = 1.0 + ranking.name * math.sqrt(min(got / weight, 1.0))
+            total = total * boost
+        rank_files = np.lexsort((files, -total))
+        # The chunks shown: each file's best, and more of it that score near its best.
+        out: list[TreeHit] = []
+        paths: list[str] = []
+        for i in rank_files.tolist():
+            f = int(files[i])
+            t, j = (self.base, f) if f < n_base else (self.delta, f - n_base)
+            paths.append(t.files[j])
+            if len(out) >= limit:
+                continue
+            a = int(first[i])
+            best = float(score[order[a]])
+            for r in range(min(int(counts[i]), ranking.per_file)):
+                o = int(order[a + r])
+                s_o = float(score[o])
+                if r and s_o < ranking.more * best:
+                    break
+                if len(out) >= limit:
+                    break
+                d = int(doc[o])
+                out.append(TreeHit(t.files[j], int(t.starts[d]), int(t.ends[d]), s_o))
+        return out, paths
 
     def snapshot(self) -> TreeSegment:
         """The whole index as one segment (compacting first)."""
