@@ -24,6 +24,7 @@ from nodwyn_retrieval.retrieval.words import stem, words
 
 __all__ = [
     "KINDS",
+    "LIFT_WORDS",
     "PRIORS",
     "file_kind",
     "kind_markers",
@@ -252,6 +253,9 @@ _GENERATED_FILE = re.compile(
 )
 _REQUIREMENTS_FILE = re.compile(r"^(?:.*requirements.*\.(?:txt|in|ya?ml)|constraints.*\.txt)$")
 _VERSION_DIR = re.compile(r"^v(\d+)$")
+# A file named with a release's version (jquery-3.5.1.js, lib_2.0.min.css) is a copy of another
+# project's release.
+_RELEASE_COPY = re.compile(r"^[a-z][\w.-]*?[-_.]v?\d+\.\d+(?:\.\d+)*(?:[-.](?:min|slim))*\.\w+$")
 
 # The words a query uses to name each kind (their stems are compared).
 _MARKERS: dict[str, tuple[str, ...]] = {
@@ -285,7 +289,7 @@ def file_kind(path: str, legacy_dirs: frozenset[str] = frozenset()) -> str:
     dirs = [d.lower() for d in parts[:-1]]
     dset = set(dirs)
     ext = lname.rsplit(".", 1)[-1] if "." in lname else ""
-    if dset & _DIRS["vendored"]:
+    if dset & _DIRS["vendored"] or _RELEASE_COPY.match(lname):
         return "vendored"
     if dset & _DIRS["generated"] or _GENERATED_FILE.match(lname):
         return "generated"
@@ -337,9 +341,17 @@ def kinds_of(paths: Sequence[str]) -> list[str]:
     return [file_kind(p, legacy) for p in paths]
 
 
-def lifted_kinds(query_words: Iterable[str]) -> frozenset[str]:
-    """The kinds a query names, whose prior it lifts to the code's."""
-    stems = {stem(w) for w in query_words}
+LIFT_WORDS = 12
+"""A query of more words than this (an issue text) lifts no kind: it names tests or docs in
+passing ("the test fails", "as the documentation says"), not to ask for them."""
+
+
+def lifted_kinds(query_words: Iterable[str], most: int = LIFT_WORDS) -> frozenset[str]:
+    """The kinds a query of at most ``most`` words names, whose prior it lifts to the code's."""
+    found = list(query_words)
+    if len(found) > most:
+        return frozenset()
+    stems = {stem(w) for w in found}
     return frozenset(k for k, ms in _MARKERS.items() if any(stem(m) in stems for m in ms))
 
 
