@@ -53,6 +53,8 @@ class Refresh:
     """index-update PATH with a directory: walk it whole, ignored files included."""
     update: bool = False
     """An index-update (it records its summary even when nothing changed)."""
+    query: str | None = None
+    """The search this refresh is for: the files it is likeliest to need are read first."""
 
 
 @dataclass(frozen=True, slots=True)

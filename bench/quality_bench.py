@@ -483,7 +483,7 @@ def leave_one_out(
     values: Sequence[str],
 ) -> tuple[list[Table], dict[str, Any]]:
     """For each repository held out: the value best on the others, and its figure there."""
-    names = {v: f"{param}={v}" for v in values}
+    names = {v: v if param == "setting" else f"{param}={v}" for v in values}
     tables: list[Table] = []
     report: dict[str, Any] = {}
     if code:
@@ -509,6 +509,8 @@ def leave_one_out(
                 ]
             )
             report[held] = {"chosen": best, "ndcg10": ndcg(names[best], held)}
+        held_mean = mean([report[r]["ndcg10"] for r in repos])
+        t.rows.append(["mean of the held-out figures", "", f3(held_mean), "", ""])
         t.rows.append(
             [
                 "all (per value)",
@@ -531,8 +533,9 @@ def leave_one_out(
             )
 
         t = Table(
-            f"Leave one out, issues (MRR, hit@1/hit@5): {param} chosen on the other repositories",
-            ["held out", "issues", "chosen", "held-out MRR hit@1/5", "project's value"],
+            f"Leave one out, issues: {param} chosen on the other repositories by MRR; the"
+            " held-out repository's MRR and hit@1 / hit@5",
+            ["held out", "issues", "chosen", "held-out MRR, hit@1 / hit@5", "project's value"],
         )
         for held in groups:
             others = [g for g in groups if g != held]
@@ -543,10 +546,10 @@ def leave_one_out(
                     held,
                     str(n),
                     best,
-                    f"{f3(mrr(names[best], held))} {hits(names[best], held, 1)}/"
-                    f"{hits(names[best], held, 5)}",
-                    f"{f3(mrr('project', held))} {hits('project', held, 1)}/"
-                    f"{hits('project', held, 5)}",
+                    f"{f3(mrr(names[best], held))}, {hits(names[best], held, 1)} /"
+                    f" {hits(names[best], held, 5)}",
+                    f"{f3(mrr('project', held))}, {hits('project', held, 1)} /"
+                    f" {hits('project', held, 5)}",
                 ]
             )
         tables.append(t)
@@ -705,7 +708,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="PARAM=V1,V2,...",
-        help="leave one out: the value chosen on the other repositories, scored on each",
+        help="leave one out: the value chosen on the other repositories, scored on each;"
+        " setting=SPEC;SPEC;... chooses among whole settings",
     )
     p.add_argument("--quality-dir", type=Path, default=DEFAULT_QUALITY)
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
@@ -717,8 +721,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         vals = [v for v in values.split(",") if v]
         if not vals:
             p.error(f"--loo {spec}: give PARAM=V1,V2,...")
+        if param == "setting":
+            # Whole settings to choose among (decay=0.7+definition=0.5,...), separated by ";".
+            vals = [v for v in values.split(";") if v]
+            specs += vals
+        else:
+            specs += [f"{param}={v}" for v in vals]
         args.loo_values[param] = vals
-        specs += [f"{param}={v}" for v in vals]
     try:
         settings = [Setting("project")] + [parse_setting(s) for s in dict.fromkeys(specs)]
     except (ValueError, TypeError) as e:

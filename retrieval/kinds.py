@@ -29,6 +29,7 @@ __all__ = [
     "file_kind",
     "kind_markers",
     "kinds_of",
+    "legacy_dirs",
     "lifted_kinds",
     "read_order",
 ]
@@ -317,7 +318,7 @@ def file_kind(path: str, legacy_dirs: frozenset[str] = frozenset()) -> str:
     return "other"
 
 
-def _legacy_dirs(paths: Iterable[str]) -> frozenset[str]:
+def legacy_dirs(paths: Iterable[str]) -> frozenset[str]:
     """Directories named by a version below the highest of their siblings (v3 beside v4)."""
     versions: dict[str, dict[int, str]] = {}
     for p in paths:
@@ -337,7 +338,7 @@ def _legacy_dirs(paths: Iterable[str]) -> frozenset[str]:
 
 def kinds_of(paths: Sequence[str]) -> list[str]:
     """The kind of each path, the tree's versioned directories taken into account."""
-    legacy = _legacy_dirs(paths)
+    legacy = legacy_dirs(paths)
     return [file_kind(p, legacy) for p in paths]
 
 

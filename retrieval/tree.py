@@ -11,7 +11,6 @@ rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.bm25 import Part, Segment, merge_segments, score_parts, search_all
 from nodwyn_retrieval.retrieval.chunks import DEFINED
-from nodwyn_retrieval.retrieval.kinds import KINDS, PRIORS, kinds_of, lifted_kinds
+from nodwyn_retrieval.retrieval.kinds import KINDS, PRIORS, file_kind, legacy_dirs, lifted_kinds
 from nodwyn_retrieval.retrieval.words import stem, word_counts, word_forms, words
 
 __all__ = [
@@ -42,6 +41,7 @@ FIRST_LINE_WEIGHT = 3
 
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
+_NO_FILES: I64 = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +72,9 @@ class Ranking:
     score at least ``more`` times its best.
     """
 
-    definition: float = 1.0
+    definition: float = 0.75
     forms: float = 0.5
-    decay: float = 0.5
+    decay: float = 0.6
     name: float = 0.5
     priors: Mapping[str, float] = field(default_factory=lambda: dict(PRIORS))
     per_file: int = 2
@@ -111,16 +111,19 @@ class TreeSegment:
         self.starts = starts
         self.ends = ends
         self._file_of_doc: I64 | None = None
-        self._names: dict[int, frozenset[str]] = {}
+        self._names: dict[str, I64] | None = None
 
-    def name_stems(self, f: int) -> frozenset[str]:
-        """The stems of the words of file f's name, its extension left out (cached)."""
-        got = self._names.get(f)
-        if got is None:
-            base = self.files[f].rsplit("/", 1)[-1]
-            base = base.split(".", 1)[0] if not base.startswith(".") else base
-            got = self._names[f] = frozenset(stem(w) for w in words(base))
-        return got
+    def files_named(self, stem_word: str) -> I64:
+        """The files whose name (its extension left out) holds a word of this stem."""
+        if self._names is None:
+            named: dict[str, list[int]] = {}
+            for f, path in enumerate(self.files):
+                base = path.rsplit("/", 1)[-1]
+                base = base.split(".", 1)[0] if not base.startswith(".") else base
+                for w in dict.fromkeys(stem(w) for w in words(base)):
+                    named.setdefault(w, []).append(f)
+            self._names = {w: np.asarray(fs, dtype=np.int64) for w, fs in named.items()}
+        return self._names.get(stem_word, _NO_FILES)
 
     @property
     def n_docs(self) -> int:
@@ -285,10 +288,11 @@ class TreeIndex:
         self._overrides: dict[str, tuple[str, FileRecord] | None] = {}
         self.delta = TreeSegment.build(())
         self.files: dict[str, str] = dict(zip(self.base.files, self.base.keys, strict=True))
-        self._kind_key: tuple[int, int] | None = None
         self._kind_base: TreeSegment | None = None
-        self._base_kinds: I64 | None = None
-        self._delta_kinds: I64 = np.zeros(0, dtype=np.int64)
+        self._kind_delta: TreeSegment | None = None
+        self._legacy: frozenset[str] = frozenset()
+        self._base_kinds: I64 = np.zeros(0, dtype=np.int64)
+        self._all_kinds: I64 = np.zeros(0, dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -388,24 +392,30 @@ class TreeIndex:
             out.append(TreeHit(t.files[f], int(t.starts[hit.doc]), int(t.ends[hit.doc]), hit.score))
         return out
 
-    def _kinds(self) -> tuple[I64, I64]:
-        """Each base file's and each delta file's kind, as an index into KINDS (cached)."""
-        key = (id(self.base), id(self.delta))
-        if self._kind_key != key:
-            codes = {k: i for i, k in enumerate(KINDS)}
-            if self._base_kinds is None or self._kind_base is not self.base:
-                self._base_kinds = np.fromiter(
-                    map(codes.__getitem__, kinds_of(self.base.files)),
-                    np.int64,
-                    len(self.base.files),
-                )
-                self._kind_base = self.base
-            paths = list(self.base.files) + list(self.delta.files)
-            delta = kinds_of(paths)[len(self.base.files) :] if self.delta.files else []
-            self._delta_kinds = np.fromiter(map(codes.__getitem__, delta), np.int64, len(delta))
-            self._kind_key = key
-        base = self._base_kinds if self._base_kinds is not None else self._delta_kinds[:0]
-        return base, self._delta_kinds
+    def _kinds(self) -> I64:
+        """Each file's kind as an index into KINDS, base files then delta files (cached).
+
+        The tree's versioned directories are those of the base: a delta holds few files.
+        """
+        codes = {k: i for i, k in enumerate(KINDS)}
+        if self._kind_base is not self.base:
+            self._legacy = legacy_dirs(self.base.files)
+            self._base_kinds = np.fromiter(
+                (codes[file_kind(p, self._legacy)] for p in self.base.files),
+                np.int64,
+                len(self.base.files),
+            )
+            self._kind_base = self.base
+            self._kind_delta = None
+        if self._kind_delta is not self.delta:
+            delta = np.fromiter(
+                (codes[file_kind(p, self._legacy)] for p in self.delta.files),
+                np.int64,
+                len(self.delta.files),
+            )
+            self._all_kinds = np.concatenate((self._base_kinds, delta))
+            self._kind_delta = self.delta
+        return self._all_kinds
 
     def has_word(self, word: str) -> bool:
         """Whether any chunk of the index holds word."""
@@ -443,7 +453,7 @@ class TreeIndex:
 
         prefix narrows to a file or a directory (§1). At most ``limit`` chunks.
         """
-        hits, _ = self.rank_files(query, limit, prefix, ranking)
+        hits, _ = self.rank_files(query, limit, prefix, ranking, every_file=False)
         return hits
 
     def rank_files(
@@ -452,8 +462,11 @@ class TreeIndex:
         limit: int,
         prefix: str | None = None,
         ranking: Ranking = RANKING,
+        *,
+        every_file: bool = True,
     ) -> tuple[list[TreeHit], list[str]]:
-        """:meth:`rank`'s chunks, and every matching file in rank order."""
+        """:meth:`rank`'s chunks, and every matching file in rank order (only the files shown
+        unless every_file)."""
         if limit <= 0 or not query:
             return [], []
         base_allow = (
@@ -495,21 +508,22 @@ class TreeIndex:
         prior = np.asarray(
             [1.0 if k in lifted else ranking.priors.get(k, 1.0) for k in KINDS], np.float64
         )
-        kind = np.concatenate(kinds)[files]
+        kind = kinds[files]
         total = total * prior[kind]
         if ranking.name:
+            # The query weight of the words each file's name holds (by stem), as a share.
             weight = sum(query.values()) or 1.0
             qstems: dict[str, float] = {}
             for w, q in query.items():
                 s = stem(w)
                 qstems[s] = max(qstems.get(s, 0.0), q)
-            boost = np.ones(files.size)
-            for i, f in enumerate(files.tolist()):
-                t, j = (self.base, f) if f < n_base else (self.delta, f - n_base)
-                got = sum(qstems.get(s, 0.0) for s in t.name_stems(j))
-                if got:
-                    boost[i] = 1.0 + ranking.name * math.sqrt(min(got / weight, 1.0))
-            total = total * boost
+            named = np.zeros(n_base + len(self.delta.files), dtype=np.float64)
+            for s, q in qstems.items():
+                named[self.base.files_named(s)] += q
+                if self.delta.files:
+                    named[n_base + self.delta.files_named(s)] += q
+            share = np.minimum(named[files] / weight, 1.0)
+            total = total * (1.0 + ranking.name * np.sqrt(share))
         rank_files = np.lexsort((files, -total))
         # The chunks shown: each file's best, and more of it that score near its best.
         out: list[TreeHit] = []
@@ -517,9 +531,12 @@ class TreeIndex:
         for i in rank_files.tolist():
             f = int(files[i])
             t, j = (self.base, f) if f < n_base else (self.delta, f - n_base)
-            paths.append(t.files[j])
             if len(out) >= limit:
+                if not every_file:
+                    break
+                paths.append(t.files[j])
                 continue
+            paths.append(t.files[j])
             a = int(first[i])
             best = float(score[order[a]])
             for r in range(min(int(counts[i]), ranking.per_file)):
