@@ -166,10 +166,14 @@ _DEFINITION = re.compile(
     rb"(?:\(|function\b|[A-Za-z_$][\w$]*[ \t]*=>))"
     # A C, Java or C# function: types then NAME( on a line that does not end a statement; in the
     # first column without a type (C's return type on the line before); or a method NAME(...) {.
-    rb"|^[ \t]*" + _NOT_NAMES + rb"[A-Za-z_][\w<>\[\],.? \t]*[ \t*&]+" + _NOT_NAMES
+    rb"|^[ \t]*"
+    + _NOT_NAMES
+    + rb"[A-Za-z_][\w<>\[\],.? \t]*[ \t*&]+"
+    + _NOT_NAMES
     + rb"([A-Za-z_]\w*)[ \t]*\([^;\n]*(?:[){,][ \t]*|\bthrows\b[^;\n]*)$"
     rb"|^" + _NOT_NAMES + rb"([A-Za-z_]\w*)\([^;\n]*[){,][ \t]*$"
-    rb"|^[ \t]*" + _NOT_NAMES
+    rb"|^[ \t]*"
+    + _NOT_NAMES
     + rb"([A-Za-z_$][\w$]*)[ \t]*\([^;\n]*\)[ \t]*(?::[^;{\n]*)?\{[ \t]*$",
     re.MULTILINE,
 )

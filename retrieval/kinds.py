@@ -27,11 +27,13 @@ __all__ = [
     "LIFT_WORDS",
     "PRIORS",
     "file_kind",
+    "in_version",
     "kind_markers",
     "kinds_of",
     "legacy_dirs",
     "lifted_kinds",
     "read_order",
+    "versions_named",
 ]
 
 KINDS = (
@@ -354,6 +356,17 @@ def lifted_kinds(query_words: Iterable[str], most: int = LIFT_WORDS) -> frozense
         return frozenset()
     stems = {stem(w) for w in found}
     return frozenset(k for k, ms in _MARKERS.items() if any(stem(m) in stems for m in ms))
+
+
+def versions_named(query_words: Iterable[str]) -> frozenset[str]:
+    """The versions a query names (``v3``): an older copy in a directory of that name is what it
+    asks for."""
+    return frozenset(w for w in query_words if _VERSION_DIR.match(w))
+
+
+def in_version(path: str, versions: frozenset[str]) -> bool:
+    """Whether path is under a directory named by one of versions."""
+    return any(d.lower() in versions for d in path.split("/")[:-1])
 
 
 def read_order(paths: Sequence[str], query: str | None) -> list[int]:

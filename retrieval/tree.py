@@ -21,7 +21,15 @@ from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.bm25 import Part, Segment, merge_segments, score_parts, search_all
 from nodwyn_retrieval.retrieval.chunks import DEFINED
-from nodwyn_retrieval.retrieval.kinds import KINDS, PRIORS, file_kind, legacy_dirs, lifted_kinds
+from nodwyn_retrieval.retrieval.kinds import (
+    KINDS,
+    PRIORS,
+    file_kind,
+    in_version,
+    legacy_dirs,
+    lifted_kinds,
+    versions_named,
+)
 from nodwyn_retrieval.retrieval.words import stem, word_counts, word_forms, words
 
 __all__ = [
@@ -69,7 +77,9 @@ class Ranking:
     prior unless the query names the kind; times ``1 + name * sqrt(share)`` where share is the
     query weight of the words its file name holds (``blueprints.py`` for "blueprint").
     Files are shown best first, each with its best chunk and up to ``per_file - 1`` more that
-    score at least ``more`` times its best.
+    score at least ``more`` times its best: one chunk a file by default, which showed the most
+    right files in a search's first 8 results (docs/quality.md). The chunks are chosen in order,
+    so a longer list begins with a shorter one.
     """
 
     definition: float = 0.75
@@ -77,8 +87,8 @@ class Ranking:
     decay: float = 0.6
     name: float = 0.5
     priors: Mapping[str, float] = field(default_factory=lambda: dict(PRIORS))
-    per_file: int = 2
-    more: float = 0.6
+    per_file: int = 1
+    more: float = 0.8
 
 
 RANKING = Ranking()
@@ -509,7 +519,16 @@ class TreeIndex:
             [1.0 if k in lifted else ranking.priors.get(k, 1.0) for k in KINDS], np.float64
         )
         kind = kinds[files]
-        total = total * prior[kind]
+        factor = prior[kind]
+        versions = versions_named(query)
+        if versions and "legacy" not in lifted:
+            # An older copy in the directory of a version the query names is what it asks for.
+            for i in np.flatnonzero(kind == KINDS.index("legacy")).tolist():
+                f = int(files[i])
+                path = self.base.files[f] if f < n_base else self.delta.files[f - n_base]
+                if in_version(path, versions):
+                    factor[i] = 1.0
+        total = total * factor
         if ranking.name:
             # The query weight of the words each file's name holds (by stem), as a share.
             weight = sum(query.values()) or 1.0

@@ -15,7 +15,14 @@ from nodwyn_retrieval import entry
 from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.guard import CheckResult, Verdict
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.retrieval.kinds import file_kind, kinds_of, lifted_kinds, read_order
+from nodwyn_retrieval.retrieval.kinds import (
+    file_kind,
+    in_version,
+    kinds_of,
+    lifted_kinds,
+    read_order,
+    versions_named,
+)
 from nodwyn_retrieval.retrieval.tree import Ranking, TreeIndex, TreeSegment
 from nodwyn_retrieval.retrieval.words import weighted_query
 
@@ -114,9 +121,14 @@ def test_the_results_show_the_best_chunks_of_more_files() -> None:
     )
     files = {"big.py": big, **{f"m{i}.py": "def route(request):\n    pass\n" for i in range(6)}}
     hits = index_of(files).rank(weighted_query("route request"), 8)
-    # At most two chunks of one file, the second only when it scores near its best.
-    assert sum(1 for h in hits if h.path == "big.py") <= 2
-    assert len({h.path for h in hits}) >= 6
+    # One chunk a file: seven files in the first seven results, the big file's best among them.
+    assert len({h.path for h in hits[:7]}) == 7
+    assert sum(1 for h in hits if h.path == "big.py") == 1
+    # More chunks of a file when the ranking allows them, the second only near the best.
+    two = index_of(files).rank(
+        weighted_query("route request"), 8, ranking=Ranking(per_file=2, more=0.5)
+    )
+    assert sum(1 for h in two if h.path == "big.py") == 2
 
 
 # -- priors from the path and the file's kind ------------------------------------------------------
@@ -188,6 +200,11 @@ def test_a_file_s_kind_is_read_from_its_path() -> None:
     assert kinds == ["legacy", "legacy", "code", "code"]
     assert lifted_kinds(["testing"]) == {"test"}
     assert lifted_kinds(["auth"]) == set()
+    assert versions_named(["v1", "parser", "v2x"]) == {"v1"}
+    assert in_version("lib/v1/core.ts", frozenset({"v1"}))
+    assert not in_version("lib/v2/core.ts", frozenset({"v1"}))
+    # An issue-length query names kinds in passing: it lifts none.
+    assert lifted_kinds(["test", *(f"w{i}" for i in range(20))]) == set()
 
 
 # -- word forms ---------------------------------------------------------------------------------
@@ -298,4 +315,4 @@ async def test_a_fresh_tree_too_big_for_the_bound_finds_its_target_on_the_first_
         out = await engine.index_search("tokenizer split", "repo")
     assert out.header["partial"] is True
     assert out.header["not_read"] > 20
-    assert [h["path"] for h in out.hits][0] == "zz/tokenizer.py"
+    assert out.hits[0]["path"] == "zz/tokenizer.py"
