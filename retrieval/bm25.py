@@ -67,8 +67,8 @@ class Segment:
     words would cost more than the rest of loading it.
     """
 
-    __slots__ = ("_blob", "_ids", "_pos", "_words", "docs", "lengths", "offsets", "tfs",
-                 "total_length")  # fmt: skip
+    __slots__ = ("_blob", "_ids", "_pos", "_pos_list", "_words", "docs", "lengths", "offsets",
+                 "tfs", "total_length")  # fmt: skip
 
     def __init__(
         self,
@@ -84,6 +84,7 @@ class Segment:
         self._ids: dict[str, int] | None = None
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
+        self._pos_list: list[int] | None = None
         if self._words is not None:
             self._ids = {w: i for i, w in enumerate(self._words)}
         elif sorted_vocab is not None:
@@ -122,11 +123,11 @@ class Segment:
         if self._ids is not None:
             return self._ids.get(word)
         key = word.encode("utf-8")
-        blob, pos = self._blob, self._pos
-        lo, hi = 0, int(pos.shape[0]) - 1
+        blob, pos = self._blob, self._offsets_list()
+        lo, hi = 0, len(pos) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            w = blob[int(pos[mid]) : int(pos[mid + 1])]
+            w = blob[pos[mid] : pos[mid + 1]]
             if w < key:
                 lo = mid + 1
             elif w > key:
@@ -134,6 +135,39 @@ class Segment:
             else:
                 return mid
         return None
+
+    def _offsets_list(self) -> list[int]:
+        """The sorted vocabulary's offsets as a list (a binary search indexes it ~17 times a
+        word; a list's items are read several times faster than an array's)."""
+        got = self._pos_list
+        if got is None:
+            got = self._pos_list = self._pos.tolist()
+        return got
+
+    def with_prefix(self, prefix: str, most: int) -> list[str] | None:
+        """The vocabulary's words that begin with prefix, when the vocabulary is sorted (a
+        loaded segment) and they are at most ``most``; None otherwise (ask word by word)."""
+        if self._ids is not None:
+            return None
+        key = prefix.encode("utf-8")
+        blob, pos = self._blob, self._offsets_list()
+        n = len(pos) - 1
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blob[pos[mid] : pos[mid + 1]] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        out: list[str] = []
+        for i in range(lo, n):
+            w = blob[pos[i] : pos[i + 1]]
+            if not w.startswith(key):
+                break
+            if len(out) == most:
+                return None
+            out.append(w.decode("utf-8"))
+        return out
 
     def postings(self, word: str) -> tuple[U32, U32]:
         """The documents holding word (ascending) and its weighted frequency in each."""

@@ -30,7 +30,7 @@ from nodwyn_retrieval.retrieval.kinds import (
     lifted_kinds,
     versions_named,
 )
-from nodwyn_retrieval.retrieval.words import stem, word_counts, word_forms, words
+from nodwyn_retrieval.retrieval.words import form_prefix, stem, word_counts, word_forms, words
 
 __all__ = [
     "FIRST_LINE_WEIGHT",
@@ -50,6 +50,11 @@ FIRST_LINE_WEIGHT = 3
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
+_STEM_PREFIX = 3
+"""A word's forms are listed from a sorted vocabulary by their common prefix when it has at
+least this many letters,"""
+_PREFIX_WORDS = 64
+"""and at most this many words begin with it; otherwise the likely forms are asked one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +269,11 @@ class TreeSegment:
         return cls(seg, files, keys, file_docs, starts, ends)
 
 
+def _holds(segment: Segment) -> Callable[[str], bool]:
+    """Whether segment holds a word."""
+    return lambda word: segment.word_id(word) is not None
+
+
 def _path_mask(files: Sequence[str], file_docs: I64, prefix: str | None) -> npt.NDArray[np.bool_]:
     """Documents of the files at prefix: the file itself, or anything under the directory."""
     n = int(file_docs[-1]) if len(file_docs) else 0
@@ -433,6 +443,21 @@ class TreeIndex:
             self.delta.segment.word_id(word) is not None
         )
 
+    def forms(self, word: str) -> list[str]:
+        """The other forms of word the index holds (:func:`retrieval.words.word_forms`): from
+        each segment's sorted vocabulary where it can list the words of the prefix, else by
+        asking for each likely form."""
+        prefix = form_prefix(word)
+        if len(prefix) < _STEM_PREFIX:
+            return word_forms(word, self.has_word)
+        found: dict[str, None] = {}
+        for seg in (self.base.segment, self.delta.segment):
+            if not seg.n_docs:
+                continue
+            known = seg.with_prefix(prefix, _PREFIX_WORDS)
+            found.update(dict.fromkeys(word_forms(word, _holds(seg), known)))
+        return list(found)
+
     def expand(self, query: Mapping[str, float], ranking: Ranking = RANKING) -> dict[str, float]:
         """The terms a query ranks by: its words, their definition terms and their other forms."""
         terms: dict[str, float] = {}
@@ -446,7 +471,7 @@ class TreeIndex:
             if ranking.definition:
                 add(DEFINED + w, q * ranking.definition)
             if ranking.forms:
-                for f in word_forms(w, self.has_word):
+                for f in self.forms(w):
                     add(f, q * ranking.forms)
                     if ranking.definition:
                         add(DEFINED + f, q * ranking.forms * ranking.definition)

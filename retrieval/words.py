@@ -52,7 +52,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import Stemmer
 
@@ -65,6 +65,7 @@ __all__ = [
     "WordTable",
     "clear_memo",
     "encode",
+    "form_prefix",
     "query_words",
     "ranking_words",
     "runs",
@@ -394,17 +395,30 @@ _ENDINGS = (
 _Y_ENDINGS = ("y", "ies", "ied", "ier", "iers")
 
 
-def word_forms(word: str, exists: Callable[[str], bool]) -> list[str]:
-    """The other forms of word that ``exists`` knows (the index's vocabulary): those with its
-    stem (``auditing`` -> ``audit``, ``audits``, ``audited``), not the word itself.
+def form_prefix(word: str) -> str:
+    """What every form of word that has its stem begins with (the stem, less a final ``i`` that a
+    ``y`` may stand for: ``librari`` for library, libraries)."""
+    s = stem(word)
+    return s[:-1] if s.endswith("i") else s
 
-    Found by generating the usual English endings on the stem (a doubled last consonant too:
-    ``run`` -> ``running``) and keeping the candidates of the same stem that exist; no list of
-    the vocabulary's stems is kept.
+
+def word_forms(
+    word: str,
+    exists: Callable[[str], bool],
+    known: Iterable[str] | None = None,
+) -> list[str]:
+    """The other forms of word that the index holds: those with its stem (``auditing`` ->
+    ``audit``, ``audits``, ``audited``), not the word itself.
+
+    ``known`` are the index's words that begin with :func:`form_prefix` (a sorted vocabulary
+    gives them in one search); without them the usual English endings are generated on the stem
+    (a doubled last consonant too: ``run`` -> ``running``) and ``exists`` asked of each.
     """
     s = stem(word)
     if s == word and (len(word) < _STEM_MIN or not word.isalpha()):
         return []
+    if known is not None:
+        return [c for c in known if c != word and stem(c) == s]
     bases = [s]
     if s.endswith("i"):
         bases.append(s[:-1])
