@@ -142,7 +142,7 @@ def chunk_spans(lines: Sequence[str]) -> list[tuple[int, int]]:
 
 DEFINED = ">"
 """A chunk's record counts, beside its words, each word of a name it defines as this prefix and
-the word (``>blueprint``): a character no word holds, so the two never meet."""
+the word (``>parse``): a character no word holds, so the two never meet."""
 
 _MODIFIERS = (
     rb"(?:(?:export|default|pub(?:\([\w:]*\))?|public|private|protected|internal|static|final"

@@ -256,7 +256,7 @@ _GENERATED_FILE = re.compile(
 )
 _REQUIREMENTS_FILE = re.compile(r"^(?:.*requirements.*\.(?:txt|in|ya?ml)|constraints.*\.txt)$")
 _VERSION_DIR = re.compile(r"^v(\d+)$")
-# A file named with a release's version (jquery-3.5.1.js, lib_2.0.min.css) is a copy of another
+# A file named with a release's version (widget-2.4.1.js, lib_2.0.min.css) is a copy of another
 # project's release.
 _RELEASE_COPY = re.compile(r"^[a-z][\w.-]*?[-_.]v?\d+\.\d+(?:\.\d+)*(?:[-.](?:min|slim))*\.\w+$")
 

@@ -80,7 +80,7 @@ class Ranking:
     word's weight, and each other form of a query word (same stem) at ``forms`` times its weight.
     A file scores by its chunks, best first, the i-th counted ``decay ** i``; times its kind's
     prior unless the query names the kind; times ``1 + name * sqrt(share)`` where share is the
-    query weight of the words its file name holds (``blueprints.py`` for "blueprint").
+    query weight of the words its file name holds (``sessions.py`` for "session").
     Files are shown best first, each with its best chunk and up to ``per_file - 1`` more that
     score at least ``more`` times its best: one chunk a file by default, which showed the most
     right files in a search's first 8 results (docs/quality.md). The chunks are chosen in order,

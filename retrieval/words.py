@@ -441,7 +441,7 @@ IDENTIFIER_WEIGHT = 3.0
 
 # What a text writes as code: a name with "_" or an inner capital (ScrubEnv, getURL, not a
 # capitalised first word), a dotted name or a path (models.list, src/app.py: each part begins with
-# a letter or "_"), a name called (register_hook()), anything between backticks, and the file and
+# a letter or "_"), a name called (load_config()), anything between backticks, and the file and
 # function of a traceback frame (File "x.py", line 3, in f).
 _BACKTICKS = re.compile(r"`([^`\n]+)`")
 _DOTTED = re.compile(r"(?<![\w.])[A-Za-z_][\w-]*(?:[./][A-Za-z_][\w-]*)+")
