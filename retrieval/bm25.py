@@ -43,6 +43,9 @@ B = 0.75
 # A weighted frequency or a length is a quantity of the text, not a size (amendment 2026-10-16):
 # it is read as a number up to 2**31-1, the width the postings store.
 MAX_QUANTITY = 2**31 - 1
+_FOUND_LIMIT = 4096
+"""A loaded segment remembers this many words looked up (a session asks for the same words
+again and again), then starts again."""
 
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
@@ -67,8 +70,8 @@ class Segment:
     words would cost more than the rest of loading it.
     """
 
-    __slots__ = ("_blob", "_ids", "_pos", "_pos_list", "_words", "docs", "lengths", "offsets",
-                 "tfs", "total_length")  # fmt: skip
+    __slots__ = ("_blob", "_found", "_ids", "_pos", "_pos_list", "_words", "docs", "lengths",
+                 "offsets", "tfs", "total_length")  # fmt: skip
 
     def __init__(
         self,
@@ -85,6 +88,7 @@ class Segment:
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
         self._pos_list: list[int] | None = None
+        self._found: dict[str, int | None] = {}
         if self._words is not None:
             self._ids = {w: i for i, w in enumerate(self._words)}
         elif sorted_vocab is not None:
@@ -122,6 +126,17 @@ class Segment:
     def word_id(self, word: str) -> int | None:
         if self._ids is not None:
             return self._ids.get(word)
+        memo = self._found
+        got = memo.get(word, -1)
+        if got != -1:
+            return got
+        if len(memo) >= _FOUND_LIMIT:
+            memo.clear()
+        got = memo[word] = self._search_word(word)
+        return got
+
+    def _search_word(self, word: str) -> int | None:
+        """A word's id in the sorted vocabulary, by binary search."""
         key = word.encode("utf-8")
         blob, pos = self._blob, self._offsets_list()
         lo, hi = 0, len(pos) - 1
