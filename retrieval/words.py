@@ -410,15 +410,16 @@ def word_forms(
     """The other forms of word that the index holds: those with its stem (``auditing`` ->
     ``audit``, ``audits``, ``audited``), not the word itself.
 
-    ``known`` are the index's words that begin with :func:`form_prefix` (a sorted vocabulary
-    gives them in one search); without them the usual English endings are generated on the stem
-    (a doubled last consonant too: ``run`` -> ``running``) and ``exists`` asked of each.
+    The candidates are the usual English endings on the stem (a doubled last consonant too:
+    ``run`` -> ``running``), kept when the index holds them: ``exists`` is asked of each, or,
+    given ``known``, the index's words that begin with :func:`form_prefix` (a sorted vocabulary
+    lists them in one search), they are looked up there.
     """
     s = stem(word)
     if s == word and (len(word) < _STEM_MIN or not word.isalpha()):
         return []
     if known is not None:
-        return [c for c in known if c != word and stem(c) == s]
+        exists = set(known).__contains__
     bases = [s]
     if s.endswith("i"):
         bases.append(s[:-1])
