@@ -316,14 +316,15 @@ class Engine:
         directory: str | None = None,
         update: bool = False,
         progress: Progress | None = None,
+        query: str | None = None,
     ) -> Refreshed:
         deadline = asyncio.get_running_loop().time() + seconds
         return await self._refresher.ask_as(
-            Refresh(deadline, directory, update, progress), Refreshed
+            Refresh(deadline, directory, update, progress=progress, query=query), Refreshed
         )
 
     async def _search_repo(self, query: str, limit: int, path: str | None) -> SearchOutput:
-        r = await self._refresh(SEARCH_SECONDS)
+        r = await self._refresh(SEARCH_SECONDS, query=query)
         found = await self._indexer.ask_as(SearchTree(query, limit, path or None), TreeSearched)
         if found.refused is not None:
             await self._refresher.ask(Forget(found.refused))

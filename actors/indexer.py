@@ -42,7 +42,7 @@ from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
 from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
-from nodwyn_retrieval.retrieval.words import ranking_words
+from nodwyn_retrieval.retrieval.words import weighted_query
 from nodwyn_retrieval.store.atomic import write_atomic
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 from nodwyn_retrieval.store.codec import decode, encode
@@ -496,8 +496,12 @@ class IndexerActor(Actor):
             tree.close()
 
     async def _search_in(self, msg: SearchTree, tree: Beneath) -> TreeSearched:
-        words = ranking_words(msg.query)
-        hits = self.tree.search(words, msg.limit * 2 + 4, msg.path)
+        query = weighted_query(msg.query)
+        words = list(query)
+        # The best chunks of the best files (retrieval.tree.Ranking); a few more than shown, for
+        # files gone since they were indexed. The selection is made in order, so the first
+        # chunks of a longer list are the list of a shorter one.
+        hits = self.tree.rank(query, msg.limit * 2 + 4, msg.path)
         matched = self.tree.count_matching(words, msg.path)
         results: list[RepoResult] = []
         gone: list[str] = []

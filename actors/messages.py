@@ -87,6 +87,8 @@ class Refresh:
     """An index-update (it records its summary even when nothing changed)."""
     progress: Progress | None = None
     """Filled in as the refresh goes, for a progress display."""
+    query: str | None = None
+    """The search this refresh is for: the files it is likeliest to need are read first."""
 
 
 @dataclass(frozen=True, slots=True)

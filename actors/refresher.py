@@ -37,6 +37,7 @@ from nodwyn_retrieval.actors.messages import (
 from nodwyn_retrieval.bus import Actor, ActorRef
 from nodwyn_retrieval.errors import FormatError, StoreError
 from nodwyn_retrieval.guard import Guard, precheck_all
+from nodwyn_retrieval.retrieval.kinds import read_order
 from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
 from nodwyn_retrieval.store.paths import git_repo
@@ -429,6 +430,12 @@ class RefresherActor(Actor):
         to_read, drop, skipped, over = plan.to_read, plan.drop, plan.skipped, plan.over
         if msg.progress is not None:
             msg.progress.plan(len(to_read), sum(st.size for st in to_read))
+        if len(to_read) > 1:
+            # What a search is likeliest to need is read first, so that a read cut by the bound
+            # still finds the code (retrieval.kinds.read_order): source files whose path words
+            # match the query, then source files, then the rest.
+            order = read_order([st.path for st in to_read], msg.query)
+            to_read = [to_read[i] for i in order]
         extra = self._extra
         touched: dict[str, Entry | None] = dict(drop)
         need_sync = self._synced != self.manifest.generation

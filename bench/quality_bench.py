@@ -3,41 +3,39 @@
 Usage::
 
     python bench/quality_bench.py [--only code|issues] [--json OUT] [--markdown] [--verbose]
-                                  [--experiment NAME ...] [--quality-dir DIR] [--cache-dir DIR]
+                                  [--experiment SPEC ...] [--loo PARAM=V1,V2,...]
+                                  [--quality-dir DIR] [--cache-dir DIR]
 
 The development set is ``<repository>/../shared/quality`` (``--quality-dir`` otherwise); its
 README defines the metrics, and this script follows it:
 
-- Code search (``code-search-dev.json``): each repository tree (``trees/semble-*.tar.gz``) is
-  unpacked and committed to a fresh git repository, indexed by the project's :class:`entry.Engine`
-  and searched with each query. The ranked chunks become a ranked list of files (each file's first
-  appearance), cut at 10; every target, relevant and secondary alike, counts 1 at the rank of the
-  first file that matches its path; NDCG = DCG / IDCG with IDCG over min(10, number of targets)
-  and the discount 1/log2(rank + 1). Averaged per repository, then over repositories. Also per
-  category (architecture, semantic, symbol: the mean over all the queries of the category) and
-  the top-5 hit rate (a *relevant* target's file among the first 5 files).
-- Issue localization (``issue-localization-dev.jsonl``): each instance's tree, its issue text as
-  the query in several forms (:data:`VARIANTS`), hit@1/3/5/10 over distinct files and the rank of
-  the first edited file.
+- Code search (``code-search-dev.json``, every repository in it): each tree is unpacked and
+  committed to a fresh git repository, indexed by the project's :class:`entry.Engine` and searched
+  with each query. The ranked files are cut at 10; every target, relevant and secondary alike,
+  counts 1 at the rank of the first file that matches its path; NDCG = DCG / IDCG with IDCG over
+  min(10, number of targets) and the discount 1/log2(rank + 1). Averaged per repository, then
+  over repositories; also per language (from the targets' file names), per category and the
+  top-5 hit rate (a *relevant* target among the first 5 files). "Search within benchmark_root":
+  the benchmark root alone is indexed as the tree (the public benchmark's own harness does so)
+  and paths are mapped back to the repository's; an entry without a root (cobra's) is searched
+  whole.
+- Issue localization (``issue-localization-dev.jsonl``): each instance's tree, its issue text
+  whole as the query, hit@1/3/5/10 over distinct files and the rank of the first edited file.
 
-"Search within benchmark_root" is done two ways. The headline indexes ``benchmark_root`` alone as
-the tree (the public benchmark's own harness indexes that directory), and the paths, relative to
-it, are mapped back to the repository's. The second ("tree scope") indexes the whole repository
-and narrows the search to ``benchmark_root`` with the tool's path argument, so that the statistics
-and the path words are those of the whole repository.
+The ranking is exactly the tool's: the engine builds the index and saves its snapshot; the bench
+loads that snapshot into a :class:`retrieval.tree.TreeIndex` and ranks with
+:meth:`TreeIndex.rank_files` and :func:`retrieval.words.weighted_query`, as the indexer does,
+and checks for every query that the engine's own ``index_search(..., limit=20)`` returns the
+same chunks. The file ranking covers every matching file; the tables also give the figure a
+model gets from the chunks it is shown: the first 20 (``limit`` at most) and the first 8.
 
-Ranks come from every matching chunk, not from the tool's first 20: ten distinct files often take
-more than 20 chunks. The ranking is exactly the tool's: the engine builds the index and saves its
-snapshot; the bench loads that snapshot into a :class:`retrieval.tree.TreeIndex` and ranks with
-the words :func:`retrieval.words.ranking_words` gives, as the indexer does, and it checks, for every
-query, that the engine's own ``index_search(..., limit=20)`` returns the same first 20 chunks.
-The tables also give the figure a model would get from the chunks it is shown: the first 20
-(``limit`` at most) and the first 8 (the default).
-
-``--experiment NAME`` (repeatable, or ``all``) measures an idea without changing the project's
-ranking code: the bench patches the ranking inside this process (:data:`EXPERIMENTS`), rebuilds
-each index in memory under the patch and reports the figures beside an in-memory build of the
-unchanged ranking. Nothing an experiment does reaches the engine's data directory.
+``--experiment SPEC`` (repeatable) ranks with other settings of
+:class:`retrieval.tree.Ranking` (and of the query's identifier weight) without changing the
+project: ``definition=0``, ``decay=1``, ``priors=off``, ``identifiers=1``, ``plain`` (chunk
+BM25 as §6 has it: no definitions, forms, priors, name or identifier weights, a file at its best
+chunk), combined with ``+``. ``--loo PARAM=V1,V2,...`` checks that a choice generalises: for
+each repository held out, the value best on the others is chosen and its figure on the held-out
+one reported, beside the figure of the value the project uses.
 
 Trees and the engine's data directory are kept under ``--cache-dir`` (/tmp/nodwyn-quality), so a
 second run reuses both. This is a measurement, not a test: nothing here asserts a figure.
@@ -47,29 +45,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import dataclasses
 import json
 import math
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nodwyn_retrieval import retrieval
-from nodwyn_retrieval.actors._work import analyze_blob
 from nodwyn_retrieval.actors.indexer import load_snapshot
 from nodwyn_retrieval.entry import MAX_LIMIT, Engine
-from nodwyn_retrieval.retrieval.tree import TreeHit, TreeIndex, TreeSegment
-from nodwyn_retrieval.retrieval.words import clear_memo, ranking_words
+from nodwyn_retrieval.retrieval.kinds import PRIORS
+from nodwyn_retrieval.retrieval.tree import RANKING, Ranking, TreeHit, TreeIndex
+from nodwyn_retrieval.retrieval.words import IDENTIFIER_WEIGHT, weighted_query
 from nodwyn_retrieval.store.manifest import manifest_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,26 +73,19 @@ DEFAULT_CACHE = Path("/tmp/nodwyn-quality")
 K = 10
 DEFAULT_LIMIT = 8  # entry.DEFAULT_LIMIT: what a search shows when no limit is given
 
-# The README's reference figures (file-level NDCG@10 per repository).
-REFERENCES: dict[str, dict[str, float]] = {
-    "ADR ranking as specified": {"flask": 0.651, "requests": 0.750, "click": 0.883},
-    "ripgrep file list": {"flask": 0.212, "requests": 0.232, "click": 0.200},
-    "leading tool (BM25 + ranker)": {"flask": 0.842, "requests": 0.942, "click": 0.959},
-}
-# The README's ranks of the first edited file for the ADR's ranking as specified.
-REFERENCE_RANKS: dict[str, int] = {
-    "pallets__flask-4045": 7,
-    "pallets__flask-4992": 1,
-    "pallets__flask-5063": 7,
-    "psf__requests-863": 4,
-    "psf__requests-1963": 1,
-    "psf__requests-2148": 1,
-    "psf__requests-2317": 14,
-    "psf__requests-2674": 6,
-    "psf__requests-3362": 13,
-}
+# The README's reference figures: plain BM25 as the ADR's §6 specifies it (file NDCG@10).
+PLAIN_BM25: dict[str, float] = {
+    "flask": 0.651, "requests": 0.750, "click": 0.883, "cobra": 0.761, "gson": 0.425,
+    "tokio": 0.783, "curl": 0.513, "zod": 0.415,
+}  # fmt: skip
+LEADING_TOOL: dict[str, float] = {"flask": 0.842, "requests": 0.942, "click": 0.959}
 CATEGORIES = ("architecture", "semantic", "symbol")
 HIT_KS = (1, 3, 5, 10)
+# A repository's language, from its targets' file names.
+LANGUAGE_OF_EXT = {
+    "py": "Python", "go": "Go", "java": "Java", "rs": "Rust", "c": "C", "h": "C",
+    "ts": "TypeScript", "tsx": "TypeScript", "js": "JavaScript",
+}  # fmt: skip
 
 
 # -- the metrics ------------------------------------------------------------------------------
@@ -189,50 +177,70 @@ def unpack(tar: Path, cache: Path, subdir: str | None = None) -> Path:
 # -- ranking ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Setting:
+    """A ranking to measure: the project's, or another setting of it."""
+
+    name: str
+    ranking: Ranking = RANKING
+    identifiers: float = IDENTIFIER_WEIGHT
+
+
+PLAIN = Setting(
+    "plain",
+    Ranking(definition=0.0, forms=0.0, decay=0.0, name=0.0, priors={}, per_file=10**9, more=0.0),
+    1.0,
+)
+"""Chunk BM25 as §6 has it: a file at its best chunk, every chunk shown in score order."""
+
+
+def parse_setting(spec: str) -> Setting:
+    """``plain``, ``PARAM=VALUE`` (a field of Ranking, ``identifiers``, ``priors=off`` or
+    ``prior.KIND=F``), or several joined by ``+``."""
+    ranking, ident = RANKING, IDENTIFIER_WEIGHT
+    for part in spec.split("+"):
+        if part == "plain":
+            ranking, ident = PLAIN.ranking, PLAIN.identifiers
+            continue
+        key, _, value = part.partition("=")
+        if key == "identifiers":
+            ident = float(value)
+        elif key == "priors" and value == "off":
+            ranking = dataclasses.replace(ranking, priors={})
+        elif key.startswith("prior."):
+            priors = dict(ranking.priors or PRIORS)
+            priors[key.removeprefix("prior.")] = float(value)
+            ranking = dataclasses.replace(ranking, priors=priors)
+        elif key in ("per_file",):
+            ranking = dataclasses.replace(ranking, **{key: int(value)})
+        elif key in {f.name for f in dataclasses.fields(Ranking)}:
+            ranking = dataclasses.replace(ranking, **{key: float(value)})
+        else:
+            raise ValueError(f"unknown setting {part!r}")
+    return Setting(spec, ranking, ident)
+
+
 @dataclass
 class Ranked:
-    """One query's ranking: the chunks (as repository paths) and the distinct files."""
+    """One query's ranking: the chunks shown (as repository paths) and every file in order."""
 
     chunks: list[TreeHit]
     files: list[str]
 
 
 class Ranker:
-    """Ranks the chunks of one tree's index for a query, the indexer's way (§6)."""
+    """Ranks one tree's index for a query, the indexer's way."""
 
     def __init__(self, index: TreeIndex, prefix: str | None, to_repo: str) -> None:
         self.index = index
         self.prefix = prefix
         self.to_repo = to_repo  # prepended to a path to make it the repository's
-        self.aggregate: Callable[[list[TreeHit]], list[str]] | None = None
 
-    def rank(self, words: Sequence[str]) -> Ranked:
-        hits = self.index.search(words, max(self.index.n_docs, 1), self.prefix)
+    def rank(self, text: str, setting: Setting) -> Ranked:
+        query = weighted_query(text, setting.identifiers)
+        hits, files = self.index.rank_files(query, MAX_LIMIT, self.prefix, setting.ranking)
         hits = [TreeHit(self.to_repo + h.path, h.start, h.end, h.score) for h in hits]
-        files = self.aggregate(hits) if self.aggregate else distinct_files([h.path for h in hits])
-        return Ranked(hits, files)
-
-    def df(self, word: str) -> int:
-        """How many live chunks hold word."""
-        n = 0
-        for seg, live in ((self.index.base, self.index._live), (self.index.delta, None)):
-            docs, _ = seg.segment.postings(word)
-            n += int(docs.size if live is None or not docs.size else live[docs].sum())
-        return n
-
-
-def build_in_memory(root: Path, files: Sequence[str]) -> TreeIndex:
-    """The index of the given files of root, built in this process as the indexer builds it."""
-    items = []
-    for path in files:
-        try:
-            data = (root / path).read_bytes()
-        except OSError:
-            continue
-        a = analyze_blob(path, data, None)
-        if a.record is not None:
-            items.append((path, a.key, a.record))
-    return TreeIndex(TreeSegment.build(items))
+        return Ranked(hits, [self.to_repo + f for f in files])
 
 
 @dataclass
@@ -282,275 +290,11 @@ def note_tree(label: str, o: Opened) -> None:
 
 
 async def engine_agrees(o: Opened, query: str, ranked: Ranked) -> bool:
-    """Whether the engine's own index_search gives the first MAX_LIMIT chunks of ranked."""
+    """Whether the engine's own index_search gives the chunks of ranked."""
     out = await o.engine.index_search(query, "repo", limit=MAX_LIMIT, path=o.ranker.prefix)
     got = [(o.ranker.to_repo + h["path"], h["start"]) for h in out.hits]
     want = [(h.path, h.start) for h in ranked.chunks[:MAX_LIMIT]]
     return got == want
-
-
-# -- query variants for long issue texts ----------------------------------------------------
-
-FIRST_CHARS = 2000
-RARE_SHARE = 0.01
-"""A word is rare when at most this share of the tree's chunks hold it."""
-
-# An identifier as written in prose: a name with "_", an inner capital (ScrubEnv, getURL, but not
-# a capitalised first word), dotted names and paths (models.list, requests/models.py: each part
-# begins with a letter or "_" and one has two characters or more, so not 1.0 or e.g), a name
-# called (register_hook()), or anything between backticks.
-_BACKTICKS = re.compile(r"`([^`\n]+)`")
-_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:[./][A-Za-z_]\w*)+")
-_CALLED = re.compile(r"\b(\w+)\(")
-_NAME = re.compile(r"\b\w+\b")
-
-
-def identifier_text(text: str) -> str:
-    """The identifiers of text (the rule above), joined by spaces."""
-    found: list[str] = []
-    found += _BACKTICKS.findall(text)
-    found += [d for d in _DOTTED.findall(text) if max(map(len, re.split(r"[./]", d))) > 1]
-    found += _CALLED.findall(text)
-    for name in _NAME.findall(text):
-        if "_" in name.strip("_") or re.search(r"[a-z0-9][A-Z]", name):
-            found.append(name)
-    return " ".join(found)
-
-
-def issue_words(name: str, text: str, ranker: Ranker) -> tuple[list[str], bool]:
-    """The query words of one variant, and whether it gave none and the whole text stood in."""
-    words = variant_words(name, text, ranker)
-    return (words, False) if words else (ranking_words(text), True)
-
-
-def variant_words(name: str, text: str, ranker: Ranker) -> list[str]:
-    """The query words of one variant of an issue text."""
-    whole = ranking_words(text)
-    if name == "full":
-        return whole
-    if name == "first2000":
-        return ranking_words(text[:FIRST_CHARS])
-    n = max(ranker.index.n_docs, 1)
-    ident = ranking_words(identifier_text(text))
-    rare = [w for w in whole if 0 < ranker.df(w) <= RARE_SHARE * n]
-    if name == "identifiers":
-        return ident
-    if name == "rare":
-        return rare
-    if name == "identifiers+rare":
-        return list(dict.fromkeys(ident + rare))
-    raise ValueError(name)
-
-
-VARIANTS: dict[str, str] = {
-    "full": "the whole issue text",
-    "first2000": f"the first {FIRST_CHARS:,} characters of the issue text",
-    "identifiers": "identifiers only: names with _ or an inner capital, dotted names and paths,"
-    " names called with (, text in backticks; then split into words as usual",
-    "rare": f"rare words only: the text's words held by at most {RARE_SHARE:.0%} of the tree's"
-    " chunks (and by at least one)",
-    "identifiers+rare": "the union of the two above",
-}
-"""A variant that gives no word falls back to the whole text (marked "full" in the word counts)."""
-
-
-# -- experiments ------------------------------------------------------------------------------
-
-STOPWORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how",
-    "in", "into", "is", "it", "its", "of", "on", "or", "the", "their", "them", "there", "these",
-    "this", "to", "what", "when", "where", "which", "who", "why", "with",
-))  # fmt: skip
-
-
-def light_stem(word: str) -> str:
-    """A few English suffixes off a word of letters (registered, routes, handling -> register,
-    route, handl); a word of fewer than 5 letters, or with a digit or "_", is kept."""
-    if len(word) < 5 or not word.isalpha():
-        return word
-    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("s", "")):
-        if word.endswith(suffix) and not word.endswith("ss") and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)] + repl
-    return word
-
-
-def _stemmed_expand_run(run: bytes) -> tuple[str, ...]:
-    words = _ORIGINAL_EXPAND_RUN(run)
-    return tuple(dict.fromkeys([*words, *map(light_stem, words)]))
-
-
-_ORIGINAL_EXPAND_RUN = retrieval.words._expand_run
-
-_METHOD_START = re.compile(rb"\n(?=[ \t]+(?:async[ \t]+)?(?:def|class)\b|[ \t]*@\w)")
-
-
-def _declarations_with_methods(data: bytes) -> list[int]:
-    """§6's declarations, and indented def/class and decorators (methods start chunks too)."""
-    found = set(retrieval.chunks.declaration_offsets_utf8(data))
-    found.update(m.end() for m in _METHOD_START.finditer(data))
-    return sorted(found)
-
-
-def _declarations_without_hash(data: bytes) -> list[int]:
-    """§6's declarations but "#": a Python comment in the first column starts no chunk."""
-    return [
-        at for at in retrieval.chunks.declaration_offsets_utf8(data) if data[at : at + 1] != b"#"
-    ]
-
-
-def _robertson_idf(n_docs: int, df: int) -> float:
-    """The classic Robertson-Spärck Jones idf, floored at 0 (a word in over half the chunks)."""
-    return max(0.0, math.log((n_docs - df + 0.5) / (df + 0.5)))
-
-
-def _file_sum(top: int) -> Callable[[list[TreeHit]], list[str]]:
-    def aggregate(hits: list[TreeHit]) -> list[str]:
-        per: dict[str, list[float]] = {}
-        for h in hits:
-            per.setdefault(h.path, []).append(h.score)
-        score = {p: sum(sorted(s, reverse=True)[:top]) for p, s in per.items()}
-        return sorted(score, key=lambda p: -score[p])
-
-    return aggregate
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """A change to the ranking, measured in this process only."""
-
-    name: str
-    about: str
-    patches: Callable[[], list[contextlib.AbstractContextManager[Any]]] = list
-    words: Callable[[list[str]], list[str]] | None = None
-    aggregate: Callable[[list[TreeHit]], list[str]] | None = None
-
-
-EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e
-    for e in (
-        Experiment("none", "the ranking as it is, built in memory (the reference for the deltas)"),
-        Experiment(
-            "path1",
-            "path words count once, not three times",
-            lambda: [mock.patch.object(retrieval.tree, "PATH_WEIGHT", 1)],
-        ),
-        Experiment(
-            "path0",
-            "path words not counted at all",
-            lambda: [mock.patch.object(retrieval.tree, "PATH_WEIGHT", 0)],
-        ),
-        Experiment(
-            "first1",
-            "the first line counts once, not three times",
-            lambda: [mock.patch.object(retrieval.tree, "FIRST_LINE_WEIGHT", 1)],
-        ),
-        Experiment(
-            "b0.3",
-            "BM25 b 0.3 (less length normalisation)",
-            lambda: [mock.patch.object(retrieval.bm25, "B", 0.3)],
-        ),
-        Experiment(
-            "k1-2",
-            "BM25 k1 2.0 (less saturation)",
-            lambda: [mock.patch.object(retrieval.bm25, "K1", 2.0)],
-        ),
-        Experiment(
-            "stop",
-            "English stop words (how, are, the, ...) dropped from the query",
-            words=lambda ws: [w for w in ws if w not in STOPWORDS] or ws,
-        ),
-        Experiment(
-            "stem",
-            "a light English stemmer: each word also gives its stem, in the text and the query",
-            lambda: [mock.patch.object(retrieval.words, "_expand_run", _stemmed_expand_run)],
-        ),
-        Experiment(
-            "methods",
-            "chunks also start at indented def/class and at decorators (20-line minimum kept)",
-            lambda: [
-                mock.patch.object(
-                    retrieval.analyze, "declaration_offsets_utf8", _declarations_with_methods
-                )
-            ],
-        ),
-        Experiment(
-            "no-hash",
-            "a line starting with # (a Python comment) starts no chunk; the other §6 starts kept",
-            lambda: [
-                mock.patch.object(
-                    retrieval.analyze, "declaration_offsets_utf8", _declarations_without_hash
-                )
-            ],
-        ),
-        Experiment(
-            "idf-rsj",
-            "the classic idf log((N-df+0.5)/(df+0.5)) floored at 0, not Lucene's log(1+...)",
-            lambda: [mock.patch.object(retrieval.bm25, "idf", _robertson_idf)],
-        ),
-        Experiment(
-            "whole-file",
-            "one chunk per file (no 20-80 line rule): BM25 over files",
-            lambda: [
-                mock.patch.object(retrieval.chunks, "MIN_LINES", 10**9),
-                mock.patch.object(retrieval.chunks, "MAX_LINES", 10**9),
-            ],
-        ),
-        Experiment(
-            "file-sum3",
-            "a file ranks by the sum of its best 3 chunks' scores, not its best chunk's",
-            aggregate=_file_sum(3),
-        ),
-        Experiment(
-            "file-sum-all",
-            "a file ranks by the sum of all its chunks' scores",
-            aggregate=_file_sum(10**9),
-        ),
-    )
-}
-
-
-COMBINATIONS = ("stop+stem", "file-sum3+stop", "file-sum3+k1-2", "file-sum3+stop+stem+k1-2")
-"""What ``all`` runs besides each experiment alone; any NAME+NAME is accepted."""
-
-
-def combine(name: str) -> Experiment:
-    """The experiment NAME, or NAME+NAME+...: the patches of all, the query rewrites in order,
-    the last file ranking given."""
-    parts = [EXPERIMENTS[n] for n in name.split("+")]
-    if len(parts) == 1:
-        return parts[0]
-
-    def patches() -> list[contextlib.AbstractContextManager[Any]]:
-        return [p for e in parts for p in e.patches()]
-
-    rewrites = [e.words for e in parts if e.words]
-
-    def words(ws: list[str]) -> list[str]:
-        for f in rewrites:
-            ws = f(ws)
-        return ws
-
-    aggregates = [e.aggregate for e in parts if e.aggregate]
-    return Experiment(
-        name,
-        " and ".join(f"({e.about})" for e in parts),
-        patches,
-        words if rewrites else None,
-        aggregates[-1] if aggregates else None,
-    )
-
-
-@contextlib.contextmanager
-def applied(exp: Experiment) -> Iterator[None]:
-    """The experiment's patches, with this thread's word memo cleared on the way in and out."""
-    with contextlib.ExitStack() as stack:
-        for p in exp.patches():
-            stack.enter_context(p)
-        clear_memo()
-        try:
-            yield
-        finally:
-            clear_memo()
 
 
 # -- code search ------------------------------------------------------------------------------
@@ -596,48 +340,49 @@ def score_query(repo: str, q: dict[str, Any], ranked: Ranked) -> QueryResult:
 
 
 def code_spec(quality: Path) -> dict[str, Any]:
-    return json.loads((quality / "code-search-dev.json").read_text())
+    spec: dict[str, Any] = json.loads((quality / "code-search-dev.json").read_text())
+    return spec
+
+
+def language(spec: dict[str, Any]) -> str:
+    """The language most of a repository's targets are written in."""
+    counts: dict[str, int] = {}
+    for q in spec["queries"]:
+        for t in q["relevant"] + q["secondary"]:
+            ext = target_path(t).rsplit(".", 1)[-1]
+            lang = LANGUAGE_OF_EXT.get(ext)
+            if lang:
+                counts[lang] = counts.get(lang, 0) + 1
+    return max(counts, key=lambda k: counts[k]) if counts else "?"
 
 
 async def run_code(
-    quality: Path, cache: Path, scope: str, experiments: Sequence[Experiment]
+    quality: Path, cache: Path, settings: Sequence[Setting]
 ) -> dict[str, list[QueryResult]]:
-    """Each experiment's results (the engine's own ranking under "engine")."""
-    out: dict[str, list[QueryResult]] = {"engine": []}
-    for e in experiments:
-        out[e.name] = []
+    """Each setting's results; the project's ranking is checked against the engine's search."""
+    out: dict[str, list[QueryResult]] = {s.name: [] for s in settings}
     for repo, spec in code_spec(quality).items():
-        root_dir = spec["benchmark_root"].strip("/")
+        root_dir = spec.get("benchmark_root", "").strip("/")
         tar = quality / spec["tree"]
-        if scope == "root":
-            top = unpack(tar, cache, root_dir)
-            prefix, to_repo = None, root_dir + "/"
-        else:
-            top = unpack(tar, cache)
-            prefix, to_repo = root_dir, ""
-        o = await open_tree(top, cache, prefix, to_repo)
+        # The benchmark root alone is the tree; an entry without one is searched whole.
+        top = unpack(tar, cache, root_dir or None)
+        to_repo = root_dir + "/" if root_dir else ""
+        o = await open_tree(top, cache, None, to_repo)
         note_tree(top.parent.name, o)
         try:
             for q in spec["queries"]:
-                ranked = o.ranker.rank(ranking_words(q["query"]))
-                r = score_query(repo, q, ranked)
-                r.agrees = await engine_agrees(o, q["query"], ranked)
-                out["engine"].append(r)
+                for s in settings:
+                    ranked = o.ranker.rank(q["query"], s)
+                    r = score_query(repo, q, ranked)
+                    if s.name == "project":
+                        r.agrees = await engine_agrees(o, q["query"], ranked)
+                    out[s.name].append(r)
         finally:
             await o.engine.close()
-        for e in experiments:
-            with applied(e):
-                ranker = Ranker(build_in_memory(top, o.files), prefix, to_repo)
-                ranker.aggregate = e.aggregate
-                for q in spec["queries"]:
-                    words = ranking_words(q["query"])
-                    if e.words:
-                        words = e.words(words)
-                    out[e.name].append(score_query(repo, q, ranker.rank(words)))
     return out
 
 
-def summarise_code(results: Sequence[QueryResult]) -> dict[str, Any]:
+def summarise_code(results: Sequence[QueryResult], langs: dict[str, str]) -> dict[str, Any]:
     repos = list(dict.fromkeys(r.repo for r in results))
     per_repo = {}
     for repo in repos:
@@ -649,6 +394,9 @@ def summarise_code(results: Sequence[QueryResult]) -> dict[str, Any]:
             "ndcg10_first8": mean([r.ndcg8 for r in rs]),
             "hit5": mean([float(r.hit5) for r in rs]),
         }
+    per_lang: dict[str, float] = {}
+    for lang in dict.fromkeys(langs[r] for r in repos):
+        per_lang[lang] = mean([per_repo[r]["ndcg10"] for r in repos if langs[r] == lang])
     per_cat = {}
     for cat in CATEGORIES:
         rs = [r for r in results if r.category == cat]
@@ -656,14 +404,10 @@ def summarise_code(results: Sequence[QueryResult]) -> dict[str, Any]:
             "queries": len(rs),
             "ndcg10": mean([r.ndcg for r in rs]),
             "hit5": mean([float(r.hit5) for r in rs]),
-            "by_repo": {
-                repo: mean([r.ndcg for r in rs if r.repo == repo])
-                for repo in repos
-                if any(r.repo == repo for r in rs)
-            },
         }
     return {
         "per_repo": per_repo,
+        "per_language": per_lang,
         "mean": {
             k: mean([v[k] for v in per_repo.values()])
             for k in ("ndcg10", "ndcg10_first20", "ndcg10_first8", "hit5")
@@ -678,21 +422,18 @@ def summarise_code(results: Sequence[QueryResult]) -> dict[str, Any]:
 @dataclass
 class IssueResult:
     instance: str
-    variant: str
+    repo: str
     words: int
     rank: int | None
     top5: list[str]
-    fallback: bool = False
     agrees: bool | None = None
 
 
 async def run_issues(
-    quality: Path, cache: Path, experiments: Sequence[Experiment]
+    quality: Path, cache: Path, settings: Sequence[Setting]
 ) -> dict[str, list[IssueResult]]:
-    """Each experiment's results per instance and variant (the engine's own under "engine")."""
-    out: dict[str, list[IssueResult]] = {"engine": []}
-    for e in experiments:
-        out[e.name] = []
+    """Each setting's result per instance, the whole issue text as the query."""
+    out: dict[str, list[IssueResult]] = {s.name: [] for s in settings}
     lines = (quality / "issue-localization-dev.jsonl").read_text().splitlines()
     for line in filter(None, lines):
         inst = json.loads(line)
@@ -702,57 +443,117 @@ async def run_issues(
         o = await open_tree(top, cache, None, "")
         note_tree(top.parent.name, o)
         try:
-            for v in VARIANTS:
-                words, fallback = issue_words(v, text, o.ranker)
-                ranked = o.ranker.rank(words)
+            for s in settings:
+                ranked = o.ranker.rank(text, s)
                 r = IssueResult(
                     inst["instance_id"],
-                    v,
-                    len(words),
+                    inst["repo"].split("/")[-1],
+                    len(weighted_query(text, s.identifiers)),
                     first_rank(ranked.files, edited),
                     ranked.files[:5],
-                    fallback,
                 )
-                if v == "full":
+                if s.name == "project":
                     r.agrees = await engine_agrees(o, text, ranked)
-                out["engine"].append(r)
+                out[s.name].append(r)
         finally:
             await o.engine.close()
-        for e in experiments:
-            with applied(e):
-                ranker = Ranker(build_in_memory(top, o.files), None, "")
-                ranker.aggregate = e.aggregate
-                for v in VARIANTS:
-                    words, fallback = issue_words(v, text, ranker)
-                    if e.words:
-                        words = e.words(words)
-                    ranked = ranker.rank(words)
-                    out[e.name].append(
-                        IssueResult(
-                            inst["instance_id"],
-                            v,
-                            len(words),
-                            first_rank(ranked.files, edited),
-                            ranked.files[:5],
-                            fallback,
-                        )
-                    )
     return out
 
 
 def summarise_issues(results: Sequence[IssueResult]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for v in VARIANTS:
-        rs = [r for r in results if r.variant == v]
-        out[v] = {
-            **{
-                f"hit@{k}": sum(1 for r in rs if r.rank is not None and r.rank <= k) for k in HIT_KS
-            },
-            "instances": len(rs),
-            "ranks": {r.instance: r.rank for r in rs},
-            "words": {r.instance: "full" if r.fallback else r.words for r in rs},
-        }
-    return out
+    n = len(results)
+    return {
+        **{
+            f"hit@{k}": sum(1 for r in results if r.rank is not None and r.rank <= k)
+            for k in HIT_KS
+        },
+        "instances": n,
+        "mrr": mean([1.0 / r.rank if r.rank else 0.0 for r in results]),
+        "ranks": {r.instance: r.rank for r in results},
+    }
+
+
+# -- leave one out ----------------------------------------------------------------------------
+
+
+def leave_one_out(
+    param: str,
+    code: dict[str, list[QueryResult]],
+    issues: dict[str, list[IssueResult]],
+    values: Sequence[str],
+) -> tuple[list[Table], dict[str, Any]]:
+    """For each repository held out: the value best on the others, and its figure there."""
+    names = {v: v if param == "setting" else f"{param}={v}" for v in values}
+    tables: list[Table] = []
+    report: dict[str, Any] = {}
+    if code:
+        repos = list(dict.fromkeys(r.repo for r in code["project"]))
+
+        def ndcg(name: str, repo: str) -> float:
+            return mean([r.ndcg for r in code[name] if r.repo == repo])
+
+        t = Table(
+            f"Leave one out, code search NDCG@10: {param} chosen on the other repositories",
+            ["held out", "chosen", "held-out NDCG@10", "with the project's value", "plain"],
+        )
+        for held in repos:
+            others = [r for r in repos if r != held]
+            best = max(values, key=lambda v: mean([ndcg(names[v], r) for r in others]))
+            t.rows.append(
+                [
+                    held,
+                    best,
+                    f3(ndcg(names[best], held)),
+                    f3(ndcg("project", held)),
+                    f3(ndcg("plain", held)) if "plain" in code else "—",
+                ]
+            )
+            report[held] = {"chosen": best, "ndcg10": ndcg(names[best], held)}
+        held_mean = mean([report[r]["ndcg10"] for r in repos])
+        t.rows.append(["mean of the held-out figures", "", f3(held_mean), "", ""])
+        t.rows.append(
+            [
+                "all (per value)",
+                ", ".join(f"{v}: {f3(mean([ndcg(names[v], r) for r in repos]))}" for v in values),
+                "",
+                "",
+                "",
+            ]
+        )
+        tables.append(t)
+    if issues:
+        groups = list(dict.fromkeys(r.repo for r in issues["project"]))
+
+        def mrr(name: str, group: str) -> float:
+            return mean([1.0 / r.rank if r.rank else 0.0 for r in issues[name] if r.repo == group])
+
+        def hits(name: str, group: str, k: int) -> int:
+            return sum(
+                1 for r in issues[name] if r.repo == group and r.rank is not None and r.rank <= k
+            )
+
+        t = Table(
+            f"Leave one out, issues: {param} chosen on the other repositories by MRR; the"
+            " held-out repository's MRR and hit@1 / hit@5",
+            ["held out", "issues", "chosen", "held-out MRR, hit@1 / hit@5", "project's value"],
+        )
+        for held in groups:
+            others = [g for g in groups if g != held]
+            best = max(values, key=lambda v: mean([mrr(names[v], g) for g in others]))
+            n = sum(1 for r in issues["project"] if r.repo == held)
+            t.rows.append(
+                [
+                    held,
+                    str(n),
+                    best,
+                    f"{f3(mrr(names[best], held))}, {hits(names[best], held, 1)} /"
+                    f" {hits(names[best], held, 5)}",
+                    f"{f3(mrr('project', held))}, {hits('project', held, 1)} /"
+                    f" {hits('project', held, 5)}",
+                ]
+            )
+        tables.append(t)
+    return tables, report
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -786,115 +587,80 @@ def rank_s(r: int | None) -> str:
     return "—" if r is None else str(r)
 
 
-def code_tables(label: str, s: dict[str, Any], refs: bool) -> list[Table]:
-    repos = list(s["per_repo"])
+def code_tables(sums: dict[str, dict[str, Any]]) -> list[Table]:
+    proj = sums["project"]
+    repos = list(proj["per_repo"])
     head = ["ranking", *repos, "mean"]
-    t = Table(f"Code search, file NDCG@10 — {label}", head)
 
     def row(name: str, vals: dict[str, float]) -> list[str]:
-        return [name, *(f3(vals[r]) for r in repos), f3(mean([vals[r] for r in repos]))]
+        got = [vals.get(r, float("nan")) for r in repos]
+        return [name, *(f3(v) for v in got), f3(mean(got))]
 
+    t = Table("Code search, file NDCG@10 (benchmark_root as the tree)", head)
     t.rows.append(
-        row("this project: all matching chunks", {r: v["ndcg10"] for r, v in s["per_repo"].items()})
+        row(
+            "this project: every matching file",
+            {r: v["ndcg10"] for r, v in proj["per_repo"].items()},
+        )
     )
     t.rows.append(
         row(
             f"this project: first {MAX_LIMIT} chunks (the tool's limit)",
-            {r: v["ndcg10_first20"] for r, v in s["per_repo"].items()},
+            {r: v["ndcg10_first20"] for r, v in proj["per_repo"].items()},
         )
     )
     t.rows.append(
         row(
             f"this project: first {DEFAULT_LIMIT} chunks (default limit)",
-            {r: v["ndcg10_first8"] for r, v in s["per_repo"].items()},
+            {r: v["ndcg10_first8"] for r, v in proj["per_repo"].items()},
         )
     )
-    if refs:
-        for name, vals in REFERENCES.items():
-            t.rows.append(row(f"reference: {name}", vals))
-    h = Table(f"Code search, top-5 hit rate (a relevant file in the first 5) — {label}", head)
-    h.rows.append(row("this project", {r: v["hit5"] for r, v in s["per_repo"].items()}))
+    for name, s in sums.items():
+        if name != "project":
+            t.rows.append(row(name, {r: v["ndcg10"] for r, v in s["per_repo"].items()}))
+    t.rows.append(row("reference: plain BM25 (ADR §6, the README's figure)", PLAIN_BM25))
+    t.rows.append(row("reference: leading tool (BM25 + ranker)", LEADING_TOOL))
+    langs = list(proj["per_language"])
+    lt = Table("Code search NDCG@10 per language (mean of its repositories)", ["ranking", *langs])
+    for name, s in sums.items():
+        lt.rows.append([name, *(f3(s["per_language"][g]) for g in langs)])
     c = Table(
-        f"Code search by category, NDCG@10 — {label}",
-        ["category", "queries", *repos, "all (query mean)", "top-5 hits"],
+        "Code search by category, NDCG@10 (query mean) and top-5 hits",
+        ["ranking", *(f"{c} ({proj['per_category'][c]['queries']})" for c in CATEGORIES), "top-5"],
     )
-    for cat, v in s["per_category"].items():
+    for name, s in sums.items():
         c.rows.append(
             [
-                cat,
-                str(v["queries"]),
-                *(f3(v["by_repo"].get(r, float("nan"))) for r in repos),
-                f3(v["ndcg10"]),
-                f3(v["hit5"]),
-            ]
-        )
-    return [t, h, c]
-
-
-def issue_tables(label: str, s: dict[str, Any], refs: bool) -> list[Table]:
-    instances = list(next(iter(s.values()))["ranks"])
-    short = [i.split("__")[1] for i in instances]
-    t = Table(
-        f"Issue localization, rank of the first edited file — {label}",
-        ["query", *short, *(f"hit@{k}" for k in HIT_KS)],
-    )
-    if refs:
-        t.rows.append(
-            [
-                "reference: ADR ranking as specified",
-                *(rank_s(REFERENCE_RANKS.get(i)) for i in instances),
-                *(str(sum(1 for i in instances if REFERENCE_RANKS[i] <= k)) + "/9" for k in HIT_KS),
-            ]
-        )
-    for v, d in s.items():
-        n = d["instances"]
-        t.rows.append(
-            [
-                v,
-                *(rank_s(d["ranks"][i]) for i in instances),
-                *(f"{d[f'hit@{k}']}/{n}" for k in HIT_KS),
-            ]
-        )
-    w = Table(f"Issue localization, query words per variant — {label}", ["query", *short])
-    for v, d in s.items():
-        w.rows.append([v, *(str(d["words"][i]) for i in instances)])
-    return [t, w]
-
-
-def delta_table(title: str, base: dict[str, Any], others: dict[str, dict[str, Any]]) -> Table:
-    repos = list(base["per_repo"])
-    t = Table(title, ["experiment", *repos, "mean", "Δ mean", *CATEGORIES, "top-5 hits"])
-    b = base["mean"]["ndcg10"]
-    for name, s in {"none": base, **others}.items():
-        m = s["mean"]["ndcg10"]
-        t.rows.append(
-            [
                 name,
-                *(f3(s["per_repo"][r]["ndcg10"]) for r in repos),
-                f3(m),
-                f"{m - b:+.3f}",
-                *(f3(s["per_category"][c]["ndcg10"]) for c in CATEGORIES),
+                *(f3(s["per_category"][k]["ndcg10"]) for k in CATEGORIES),
                 f3(s["mean"]["hit5"]),
             ]
         )
-    return t
+    return [t, lt, c]
 
 
-def issue_delta_table(base: dict[str, Any], others: dict[str, dict[str, Any]]) -> Table:
-    variants = list(base)
+def issue_tables(sums: dict[str, dict[str, Any]]) -> list[Table]:
     t = Table(
-        "Experiments, issue localization: hit@5 / hit@10 (of 9) and the sum of the ranks"
-        " (an instance not found counts 50) per query variant",
-        ["experiment", *variants],
+        "Issue localization, whole issue text as the query: hit@k over distinct files, MRR",
+        ["ranking", *(f"hit@{k}" for k in HIT_KS), "MRR"],
     )
-    for name, s in {"none": base, **others}.items():
-        cells = []
-        for v in variants:
-            d = s[v]
-            total = sum(50 if r is None else min(r, 50) for r in d["ranks"].values())
-            cells.append(f"{d['hit@5']} / {d['hit@10']} / Σ{total}")
-        t.rows.append([name, *cells])
-    return t
+    for name, s in sums.items():
+        n = s["instances"]
+        t.rows.append(
+            [
+                name,
+                *(f"{s[f'hit@{k}']}/{n} ({s[f'hit@{k}'] / n:.0%})" for k in HIT_KS),
+                f3(s["mrr"]),
+            ]
+        )
+    instances = list(sums["project"]["ranks"])
+    r = Table(
+        "Issue localization, rank of the first edited file",
+        ["instance", *sums],
+    )
+    for i in instances:
+        r.rows.append([i.split("__")[1], *(rank_s(s["ranks"][i]) for s in sums.values())])
+    return [t, r]
 
 
 def verbose_code(results: Sequence[QueryResult]) -> str:
@@ -910,10 +676,10 @@ def verbose_code(results: Sequence[QueryResult]) -> str:
 
 
 def verbose_issues(results: Sequence[IssueResult]) -> str:
-    lines = ["Per instance and variant (issues): rank of the first edited file, the first 5 files"]
+    lines = ["Per instance (issues): rank of the first edited file, the first 5 files"]
     for r in results:
         lines.append(
-            f"  {r.instance} [{r.variant}, {r.words} words]: rank {rank_s(r.rank)}"
+            f"  {r.instance} [{r.words} words]: rank {rank_s(r.rank)}"
             + ("" if r.agrees is None or r.agrees else "  (ENGINE DISAGREES)")
         )
         lines.append("      " + ", ".join(r.top5))
@@ -933,29 +699,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--experiment",
         action="append",
         default=[],
-        metavar="NAME",
-        help=f"measure a change in this process only: {', '.join(EXPERIMENTS)}; NAME+NAME"
-        " combines; all runs each and a few combinations",
+        metavar="SPEC",
+        help="another setting of the ranking: plain, PARAM=VALUE (definition, forms, decay,"
+        " name, per_file, more, identifiers, priors=off, prior.KIND), joined by +",
+    )
+    p.add_argument(
+        "--loo",
+        action="append",
+        default=[],
+        metavar="PARAM=V1,V2,...",
+        help="leave one out: the value chosen on the other repositories, scored on each;"
+        " setting=SPEC;SPEC;... chooses among whole settings",
     )
     p.add_argument("--quality-dir", type=Path, default=DEFAULT_QUALITY)
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
-    p.add_argument(
-        "--no-tree-scope",
-        action="store_true",
-        help="skip the code search with the whole repository indexed and the search narrowed",
-    )
     args = p.parse_args(argv)
-    names: list[str] = []
-    for n in args.experiment:
-        names += [*EXPERIMENTS, *COMBINATIONS] if n == "all" else [n]
-    unknown = [n for n in names if any(part not in EXPERIMENTS for part in n.split("+"))]
-    if unknown:
-        p.error(
-            f"unknown experiment {unknown}: choose from {', '.join(EXPERIMENTS)}, NAME+NAME, or all"
-        )
-    if names and "none" not in names:
-        names = ["none", *names]
-    args.experiments = [combine(n) for n in dict.fromkeys(names)]
+    specs = ["plain", *args.experiment]
+    args.loo_values = {}
+    for spec in args.loo:
+        param, _, values = spec.partition("=")
+        vals = [v for v in values.split(",") if v]
+        if not vals:
+            p.error(f"--loo {spec}: give PARAM=V1,V2,...")
+        if param == "setting":
+            # Whole settings to choose among (decay=0.7+definition=0.5,...), separated by ";".
+            vals = [v for v in values.split(";") if v]
+            specs += vals
+        else:
+            specs += [f"{param}={v}" for v in vals]
+        args.loo_values[param] = vals
+    try:
+        settings = [Setting("project")] + [parse_setting(s) for s in dict.fromkeys(specs)]
+    except (ValueError, TypeError) as e:
+        p.error(str(e))
+    args.settings = settings
     return args
 
 
@@ -966,70 +743,44 @@ async def amain(args: argparse.Namespace) -> int:
         return 2
     cache: Path = args.cache_dir
     await asyncio.to_thread(cache.mkdir, parents=True, exist_ok=True)
-    exps: list[Experiment] = args.experiments
-    report: dict[str, Any] = {"quality_dir": str(quality), "references": REFERENCES}
+    settings: list[Setting] = args.settings
+    report: dict[str, Any] = {"quality_dir": str(quality), "settings": [s.name for s in settings]}
     tables: list[Table] = []
     notes: list[str] = []
     t0 = time.perf_counter()
+    code: dict[str, list[QueryResult]] = {}
+    issues: dict[str, list[IssueResult]] = {}
     if args.only in (None, "code"):
-        scopes = ["root"] if args.no_tree_scope else ["root", "tree"]
-        for scope in scopes:
-            label = (
-                "benchmark_root indexed as the tree"
-                if scope == "root"
-                else "whole repository indexed, search narrowed to benchmark_root"
-            )
-            res = await run_code(quality, cache, scope, exps if scope == "root" else [])
-            s = summarise_code(res["engine"])
-            agree = sum(1 for r in res["engine"] if r.agrees)
-            notes.append(
-                f"code search ({scope} scope): the engine's index_search(limit={MAX_LIMIT}) gave "
-                f"the same first chunks as the bench's ranking for {agree}/{len(res['engine'])}"
-                " queries"
-            )
-            tables += code_tables(label, s, refs=scope == "root")
-            report[f"code_{scope}"] = {
-                "summary": s,
-                "queries": [r.__dict__ for r in res["engine"]],
-            }
-            if args.verbose:
-                notes.append(f"[{scope} scope]\n" + verbose_code(res["engine"]))
-            if scope == "root" and exps:
-                sums = {e.name: summarise_code(res[e.name]) for e in exps}
-                base = sums.pop("none")
-                tables.append(
-                    delta_table(
-                        "Experiments, code search NDCG@10 (benchmark_root as the tree;"
-                        " Δ against none)",
-                        base,
-                        sums,
-                    )
-                )
-                same = s["mean"]["ndcg10"] == base["mean"]["ndcg10"]
-                notes.append(
-                    f"in-memory build of the unchanged ranking equals the engine's: {same}"
-                )
-                report["code_experiments"] = {
-                    name: {"summary": sm, "queries": [r.__dict__ for r in res[name]]}
-                    for name, sm in {"none": base, **sums}.items()
-                }
-    if args.only in (None, "issues"):
-        res_i = await run_issues(quality, cache, exps)
-        si = summarise_issues(res_i["engine"])
-        agree = sum(1 for r in res_i["engine"] if r.agrees)
+        code = await run_code(quality, cache, settings)
+        langs = {repo: language(spec) for repo, spec in code_spec(quality).items()}
+        sums = {name: summarise_code(rs, langs) for name, rs in code.items()}
+        agree = sum(1 for r in code["project"] if r.agrees)
         notes.append(
-            f"issues: the engine's index_search(limit={MAX_LIMIT}) with the whole text gave the "
-            f"same first chunks as the bench's ranking for {agree}/9 instances"
+            f"code search: the engine's index_search(limit={MAX_LIMIT}) gave the bench's chunks"
+            f" for {agree}/{len(code['project'])} queries"
         )
-        tables += issue_tables("this project's ranking", si, refs=True)
-        report["issues"] = {"summary": si, "results": [r.__dict__ for r in res_i["engine"]]}
+        tables += code_tables(sums)
+        report["code"] = {"languages": langs, "summary": sums}
+        report["code_queries"] = [r.__dict__ for r in code["project"]]
         if args.verbose:
-            notes.append(verbose_issues(res_i["engine"]))
-        if exps:
-            sums_i = {e.name: summarise_issues(res_i[e.name]) for e in exps}
-            base_i = sums_i.pop("none")
-            tables.append(issue_delta_table(base_i, sums_i))
-            report["issue_experiments"] = sums_i | {"none": base_i}
+            notes.append(verbose_code(code["project"]))
+    if args.only in (None, "issues"):
+        issues = await run_issues(quality, cache, settings)
+        isums = {name: summarise_issues(rs) for name, rs in issues.items()}
+        agree = sum(1 for r in issues["project"] if r.agrees)
+        notes.append(
+            f"issues: the engine's index_search(limit={MAX_LIMIT}) gave the bench's chunks for"
+            f" {agree}/{len(issues['project'])} instances"
+        )
+        tables += issue_tables(isums)
+        report["issues"] = isums
+        report["issue_results"] = [r.__dict__ for r in issues["project"]]
+        if args.verbose:
+            notes.append(verbose_issues(issues["project"]))
+    for param, values in args.loo_values.items():
+        ts, rep = leave_one_out(param, code, issues, values)
+        tables += ts
+        report.setdefault("leave_one_out", {})[param] = rep
     tt = Table(
         "Trees: files and chunks indexed, files skipped, seconds to open and bring up to date",
         ["tree", "files", "chunks", "skipped", "seconds"],
@@ -1039,20 +790,9 @@ async def amain(args: argparse.Namespace) -> int:
         tt.rows.append([label, str(d["files"]), str(d["chunks"]), skipped, f"{d['seconds']:.2f}"])
     tables.append(tt)
     report["trees"] = TREES
-    report["variants"] = VARIANTS
-    report["experiments"] = {e.name: e.about for e in exps}
     report["seconds"] = round(time.perf_counter() - t0, 1)
     for t in tables:
         print(t.render(args.markdown))
-    if exps:
-        print("Experiments:")
-        for e in exps:
-            print(f"  {e.name}: {e.about}")
-        print()
-    print("Query variants (issues):")
-    for v, about in VARIANTS.items():
-        print(f"  {v}: {about}")
-    print()
     for n in notes:
         print(n)
     print(f"({report['seconds']} s)")

@@ -27,7 +27,13 @@ import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
-from nodwyn_retrieval.retrieval.chunks import CHUNKER_VERSION, cut, declaration_offsets_utf8
+from nodwyn_retrieval.retrieval.chunks import (
+    CHUNKER_VERSION,
+    DEFINED,
+    cut,
+    declaration_offsets_utf8,
+    definitions_utf8,
+)
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
 
 __all__ = ["ANALYZE_VERSION", "FileRecord", "analyze"]
@@ -307,6 +313,22 @@ def _count_keys(keys: I64, n_keys: int) -> tuple[I64, I64]:
     return distinct, counts
 
 
+def _definition_ids(name: bytes, table: WordTable) -> tuple[int, ...]:
+    """The table ids of the definition terms of a defined name's words (memoized in the table)."""
+    got = table.defined.get(name)
+    if got is None:
+        ids: list[int] = []
+        for run in translate(name).split():
+            for i in table.ids(table[run]):
+                term = DEFINED + table.words[i]
+                j = table.word_id.setdefault(term, len(table.words))
+                if j == len(table.words):
+                    table.words.append(term)
+                ids.append(j)
+        got = table.defined[name] = tuple(dict.fromkeys(ids))
+    return got
+
+
 def analyze(text: str) -> FileRecord:
     """Cut text into chunks (§6) and count each chunk's words and its first line's words.
 
@@ -365,11 +387,28 @@ def analyze(text: str) -> FileRecord:
     table = word_table()
     codes = np.fromiter(map(table.__getitem__, runs), dtype=np.int64, count=n_runs)
     which, table_word = _words_of(codes, table)
-    if not len(table_word):
-        return _wordless(n_chunks, starts, ends)
     if which is not None:
         run_chunk = run_chunk[which]
         run_first = run_first[which]
+    # 4. What each chunk defines (chunks.definitions_utf8): each word of a defined name counted
+    # once more, as the definition term ">word", in the chunk of the name.
+    found = definitions_utf8(data)
+    if found:
+        def_chunk: list[int] = []
+        def_word: list[int] = []
+        chunk_of = np.searchsorted(
+            np.asarray(bounds[:-1], dtype=np.int64), [at for at, _ in found], side="right"
+        ).tolist()
+        for c, (_, name) in zip(chunk_of, found, strict=True):
+            ids = _definition_ids(name, table)
+            def_word.extend(ids)
+            def_chunk.extend([c - 1] * len(ids))
+        if def_word:
+            table_word = np.concatenate((table_word, np.asarray(def_word, dtype=np.int64)))
+            run_chunk = np.concatenate((run_chunk, np.asarray(def_chunk, dtype=np.int64)))
+            run_first = np.concatenate((run_first, np.zeros(len(def_word), dtype=np.bool_)))
+    if not len(table_word):
+        return _wordless(n_chunks, starts, ends)
     word, distinct = _file_ids(table_word, len(table.words))
     vocab = list(map(table.words.__getitem__, distinct.tolist()))
     n_vocab = len(vocab)

@@ -29,11 +29,13 @@ __all__ = [
     "B",
     "Hit",
     "Part",
+    "Scored",
     "Segment",
     "SegmentBuilder",
     "count_matching",
     "idf",
     "merge_segments",
+    "score_parts",
     "search_all",
 ]
 
@@ -42,6 +44,9 @@ B = 0.75
 # A weighted frequency or a length is a quantity of the text, not a size (amendment 2026-10-16):
 # it is read as a number up to 2**31-1, the width the postings store.
 MAX_QUANTITY = 2**31 - 1
+_FOUND_LIMIT = 4096
+"""A loaded segment remembers this many words looked up (a session asks for the same words
+again and again), then starts again."""
 
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
@@ -66,8 +71,8 @@ class Segment:
     words would cost more than the rest of loading it.
     """
 
-    __slots__ = ("_blob", "_ids", "_pos", "_words", "docs", "lengths", "offsets", "tfs",
-                 "total_length")  # fmt: skip
+    __slots__ = ("_blob", "_found", "_ids", "_pos", "_pos_list", "_words", "docs", "lengths",
+                 "offsets", "tfs", "total_length")  # fmt: skip
 
     def __init__(
         self,
@@ -83,6 +88,8 @@ class Segment:
         self._ids: dict[str, int] | None = None
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
+        self._pos_list: list[int] | None = None
+        self._found: dict[str, int | None] = {}
         if self._words is not None:
             self._ids = {w: i for i, w in enumerate(self._words)}
         elif sorted_vocab is not None:
@@ -120,12 +127,23 @@ class Segment:
     def word_id(self, word: str) -> int | None:
         if self._ids is not None:
             return self._ids.get(word)
+        memo = self._found
+        got = memo.get(word, -1)
+        if got != -1:
+            return got
+        if len(memo) >= _FOUND_LIMIT:
+            memo.clear()
+        got = memo[word] = self._search_word(word)
+        return got
+
+    def _search_word(self, word: str) -> int | None:
+        """A word's id in the sorted vocabulary, by binary search."""
         key = word.encode("utf-8")
-        blob, pos = self._blob, self._pos
-        lo, hi = 0, int(pos.shape[0]) - 1
+        blob, pos = self._blob, self._offsets_list()
+        lo, hi = 0, len(pos) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            w = blob[int(pos[mid]) : int(pos[mid + 1])]
+            w = blob[pos[mid] : pos[mid + 1]]
             if w < key:
                 lo = mid + 1
             elif w > key:
@@ -133,6 +151,39 @@ class Segment:
             else:
                 return mid
         return None
+
+    def _offsets_list(self) -> list[int]:
+        """The sorted vocabulary's offsets as a list (a binary search indexes it ~17 times a
+        word; a list's items are read several times faster than an array's)."""
+        got = self._pos_list
+        if got is None:
+            got = self._pos_list = self._pos.tolist()
+        return got
+
+    def with_prefix(self, prefix: str, most: int) -> list[str] | None:
+        """The vocabulary's words that begin with prefix, when the vocabulary is sorted (a
+        loaded segment) and they are at most ``most``; None otherwise (ask word by word)."""
+        if self._ids is not None:
+            return None
+        key = prefix.encode("utf-8")
+        blob, pos = self._blob, self._offsets_list()
+        n = len(pos) - 1
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if blob[pos[mid] : pos[mid + 1]] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        out: list[str] = []
+        for i in range(lo, n):
+            w = blob[pos[i] : pos[i + 1]]
+            if not w.startswith(key):
+                break
+            if len(out) == most:
+                return None
+            out.append(w.decode("utf-8"))
+        return out
 
     def postings(self, word: str) -> tuple[U32, U32]:
         """The documents holding word (ascending) and its weighted frequency in each."""
@@ -431,14 +482,35 @@ class Hit:
     """Its BM25 score."""
 
 
-def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) -> list[Hit]:
-    """Rank the documents of all parts as one collection; ties go to the earlier part, then doc.
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """The documents of one part that match a query, with their scores (no order)."""
 
-    Statistics (document count, average length, document frequencies) are over the live documents
-    of every part together, so the scores equal those of one segment holding them all.
+    part: int
+    """The index of the part in the search's list."""
+    docs: I64
+    """Matching documents that are live and allowed, ascending."""
+    scores: F64
+    """Their BM25 scores, above 0."""
+
+
+def score_parts(
+    parts: Sequence[Part],
+    query_words: Iterable[str] | Mapping[str, float],
+) -> list[Scored]:
+    """Every live, allowed document of each part that matches, scored as one collection.
+
+    query_words is a list of words, or a map of each word to its weight (a query's word that
+    counts twice adds its BM25 term twice). Statistics (document count, average length, document
+    frequencies) are over the live documents of every part together, so the scores equal those of
+    one segment holding them all.
     """
-    qwords = list(dict.fromkeys(query_words))
-    if limit <= 0 or not qwords or not parts:
+    if isinstance(query_words, Mapping):
+        weights = {w: float(q) for w, q in query_words.items() if q > 0}
+    else:
+        weights = dict.fromkeys(query_words, 1.0)
+    qwords = list(weights)
+    if not qwords or not parts:
         return []
     n_docs = 0
     total = 0
@@ -467,9 +539,7 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
             df += int(docs.size)
         found.append(per_part)
         dfs.append(df)
-    cand_part: list[I64] = []
-    cand_doc: list[I64] = []
-    cand_score: list[F64] = []
+    out: list[Scored] = []
     for pi, p in enumerate(parts):
         seg = p.segment
         touched = [found[wi][pi] for wi in range(len(qwords))]
@@ -480,7 +550,7 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
         for wi, (docs, tfs) in enumerate(touched):
             if not docs.size:
                 continue
-            w_idf = idf(n_docs, dfs[wi])
+            w_idf = idf(n_docs, dfs[wi]) * weights[qwords[wi]]
             tf = tfs.astype(np.float64)
             scores[docs] += w_idf * tf * (K1 + 1.0) / (tf + norm[docs])
         hit = scores > 0.0
@@ -489,16 +559,35 @@ def search_all(parts: Sequence[Part], query_words: Iterable[str], limit: int) ->
         if p.live is not None:
             hit &= p.live
         idx = np.flatnonzero(hit)
-        if not idx.size:
-            continue
+        if idx.size:
+            out.append(Scored(pi, idx.astype(np.int64), scores[idx]))
+    return out
+
+
+def search_all(
+    parts: Sequence[Part], query_words: Iterable[str] | Mapping[str, float], limit: int
+) -> list[Hit]:
+    """Rank the documents of all parts as one collection; ties go to the earlier part, then doc.
+
+    Statistics (document count, average length, document frequencies) are over the live documents
+    of every part together, so the scores equal those of one segment holding them all
+    (:func:`score_parts`, whose query_words this takes).
+    """
+    if limit <= 0:
+        return []
+    cand_part: list[I64] = []
+    cand_doc: list[I64] = []
+    cand_score: list[F64] = []
+    for sc in score_parts(parts, query_words):
+        idx, scores = sc.docs, sc.scores
         if idx.size > limit:
-            top = np.argpartition(-scores[idx], limit - 1)[:limit]
+            top = np.argpartition(-scores, limit - 1)[:limit]
             # Keep every document tied with the last one kept, so ties resolve by order added.
-            cut = scores[idx[top]].min()
-            idx = idx[scores[idx] >= cut]
-        cand_part.append(np.full(idx.size, pi, dtype=np.int64))
-        cand_doc.append(idx.astype(np.int64))
-        cand_score.append(scores[idx])
+            keep = scores >= scores[top].min()
+            idx, scores = idx[keep], scores[keep]
+        cand_part.append(np.full(idx.size, sc.part, dtype=np.int64))
+        cand_doc.append(idx)
+        cand_score.append(scores)
     if not cand_doc:
         return []
     cp = np.concatenate(cand_part)

@@ -27,17 +27,20 @@ from collections.abc import Sequence
 
 __all__ = [
     "CHUNKER_VERSION",
+    "DEFINED",
     "MAX_LINES",
     "MIN_LINES",
     "chunk_spans",
     "cut",
     "declaration_lines",
     "declaration_offsets_utf8",
+    "definitions_utf8",
     "split_lines",
 ]
 
-CHUNKER_VERSION: int = 1
-"""Bumped whenever chunk_spans() cuts differently: it is part of the chunk store's key."""
+CHUNKER_VERSION: int = 2
+"""Bumped whenever chunk_spans() cuts differently or the definitions found change: it is part of
+the chunk store's key. 2: each chunk also names what it defines (:func:`definitions_utf8`)."""
 
 MIN_LINES = 20
 """§6: a declaration starts a chunk once the chunk before it has this many lines."""
@@ -133,3 +136,59 @@ def cut(n_lines: int, declarations: Sequence[int]) -> list[tuple[int, int]]:
 def chunk_spans(lines: Sequence[str]) -> list[tuple[int, int]]:
     """The chunks of a file as 0-based, half-open line ranges that cover every line in order."""
     return cut(len(lines), declaration_lines(lines))
+
+
+# -- definitions ------------------------------------------------------------------------------
+
+DEFINED = ">"
+"""A chunk's record counts, beside its words, each word of a name it defines as this prefix and
+the word (``>parse``): a character no word holds, so the two never meet."""
+
+_MODIFIERS = (
+    rb"(?:(?:export|default|pub(?:\([\w:]*\))?|public|private|protected|internal|static|final"
+    rb"|abstract|async|unsafe|extern|declare|sealed|open|override|virtual|inline|synchronized"
+    rb"|native|partial|const)[ \t]+)*"
+)
+_NOT_NAMES = (
+    rb"(?!(?:if|for|while|switch|catch|return|new|throw|await|yield|else|do|case|sizeof"
+    rb"|typeof|delete|assert|raise|print|not|and|or|in|is|elif|with|try|defined|goto)\b)"
+)
+_DEFINITION = re.compile(
+    # A declaration keyword, after modifiers, in any column: def, class, func (with a Go
+    # receiver), fn, struct, interface, type, impl, trait, enum, ... and the name after it.
+    rb"^[ \t]*" + _MODIFIERS + rb"(?:def|class|func|function\*?|fn|struct|interface|type|impl"
+    rb"|trait|enum|union|namespace|module|record|object|macro_rules!"
+    rb"|typedef(?:[ \t]+(?:struct|enum|union))?)"
+    rb"(?:[ \t]*<[^>\n]*>)?[ \t]+(?:\([^)\n]*\)[ \t]*)?(?:<[^>\n]*>[ \t]*)?([A-Za-z_$][\w$]*)"
+    # A JavaScript binding: export const NAME, or const NAME = a function.
+    rb"|^[ \t]*(?:export[ \t]+(?:const|let|var)[ \t]+([A-Za-z_$][\w$]*)"
+    rb"|(?:const|let|var)[ \t]+([A-Za-z_$][\w$]*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:async[ \t]*)?"
+    rb"(?:\(|function\b|[A-Za-z_$][\w$]*[ \t]*=>))"
+    # A C, Java or C# function: types then NAME( on a line that does not end a statement; in the
+    # first column without a type (C's return type on the line before); or a method NAME(...) {.
+    rb"|^[ \t]*"
+    + _NOT_NAMES
+    + rb"[A-Za-z_][\w<>\[\],.? \t]*[ \t*&]+"
+    + _NOT_NAMES
+    + rb"([A-Za-z_]\w*)[ \t]*\([^;\n]*(?:[){,][ \t]*|\bthrows\b[^;\n]*)$"
+    rb"|^" + _NOT_NAMES + rb"([A-Za-z_]\w*)\([^;\n]*[){,][ \t]*$"
+    rb"|^[ \t]*"
+    + _NOT_NAMES
+    + rb"([A-Za-z_$][\w$]*)[ \t]*\([^;\n]*\)[ \t]*(?::[^;{\n]*)?\{[ \t]*$",
+    re.MULTILINE,
+)
+
+
+def definitions_utf8(data: bytes) -> list[tuple[int, bytes]]:
+    """Where the names that lines of UTF-8 data define begin, and the names (a line rule, §6's
+    kind: no parser). ``def f``, ``class C``, ``func (r *T) Name``, ``pub fn name``, ``struct
+    s``, ``interface I``, ``type T``, ``impl Trait``, ``export const x``, a C or Java function's
+    ``name(`` after its types."""
+    found: list[tuple[int, bytes]] = []
+    for m in _DEFINITION.finditer(data):
+        for g in range(1, 7):
+            at = m.start(g)
+            if at >= 0:
+                found.append((at, m.group(g)))
+                break
+    return found

@@ -12,7 +12,7 @@ rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,11 +24,30 @@ from nodwyn_retrieval.retrieval.bm25 import (
     Segment,
     count_matching,
     merge_segments,
+    score_parts,
     search_all,
 )
-from nodwyn_retrieval.retrieval.words import word_counts
+from nodwyn_retrieval.retrieval.chunks import DEFINED
+from nodwyn_retrieval.retrieval.kinds import (
+    KINDS,
+    PRIORS,
+    file_kind,
+    in_version,
+    legacy_dirs,
+    lifted_kinds,
+    versions_named,
+)
+from nodwyn_retrieval.retrieval.words import form_prefix, stem, word_counts, word_forms, words
 
-__all__ = ["FIRST_LINE_WEIGHT", "PATH_WEIGHT", "TreeHit", "TreeIndex", "TreeSegment"]
+__all__ = [
+    "FIRST_LINE_WEIGHT",
+    "PATH_WEIGHT",
+    "RANKING",
+    "Ranking",
+    "TreeHit",
+    "TreeIndex",
+    "TreeSegment",
+]
 
 # §6: the path's words and the chunk's first line count three times. The first line's words are
 # already counted once as part of the chunk's lines, so they are added twice more.
@@ -37,6 +56,12 @@ FIRST_LINE_WEIGHT = 3
 
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
+_NO_FILES: I64 = np.zeros(0, dtype=np.int64)
+_STEM_PREFIX = 3
+"""A word's forms are listed from a sorted vocabulary by their common prefix when it has at
+least this many letters,"""
+_PREFIX_WORDS = 64
+"""and at most this many words begin with it; otherwise the likely forms are asked one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +78,35 @@ class TreeHit:
     """Its BM25 score."""
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How a repository search ranks files and picks their chunks (docs/quality.md).
+
+    A chunk scores by BM25 over its words, its path's and its first line's (§6), plus each
+    query word's definition term (a chunk that defines the name) at ``definition`` times the
+    word's weight, and each other form of a query word (same stem) at ``forms`` times its weight.
+    A file scores by its chunks, best first, the i-th counted ``decay ** i``; times its kind's
+    prior unless the query names the kind; times ``1 + name * sqrt(share)`` where share is the
+    query weight of the words its file name holds (``sessions.py`` for "session").
+    Files are shown best first, each with its best chunk and up to ``per_file - 1`` more that
+    score at least ``more`` times its best: one chunk a file by default, which showed the most
+    right files in a search's first 8 results (docs/quality.md). The chunks are chosen in order,
+    so a longer list begins with a shorter one.
+    """
+
+    definition: float = 0.75
+    forms: float = 0.5
+    decay: float = 0.6
+    name: float = 0.5
+    priors: Mapping[str, float] = field(default_factory=lambda: dict(PRIORS))
+    per_file: int = 1
+    more: float = 0.8
+
+
+RANKING = Ranking()
+"""The ranking a search uses."""
+
+
 class TreeSegment:
     """A segment of chunk documents with the files they come from.
 
@@ -60,7 +114,8 @@ class TreeSegment:
     document's lines.
     """
 
-    __slots__ = ("_file_of_doc", "ends", "file_docs", "files", "keys", "segment", "starts")
+    __slots__ = ("_file_of_doc", "_names", "ends", "file_docs", "files", "keys", "segment",
+                 "starts")  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - the parts of a segment, always passed in this order
         self,
@@ -78,6 +133,19 @@ class TreeSegment:
         self.starts = starts
         self.ends = ends
         self._file_of_doc: I64 | None = None
+        self._names: dict[str, I64] | None = None
+
+    def files_named(self, stem_word: str) -> I64:
+        """The files whose name (its extension left out) holds a word of this stem."""
+        if self._names is None:
+            named: dict[str, list[int]] = {}
+            for f, path in enumerate(self.files):
+                base = path.rsplit("/", 1)[-1]
+                base = base.split(".", 1)[0] if not base.startswith(".") else base
+                for w in dict.fromkeys(stem(w) for w in words(base)):
+                    named.setdefault(w, []).append(f)
+            self._names = {w: np.asarray(fs, dtype=np.int64) for w, fs in named.items()}
+        return self._names.get(stem_word, _NO_FILES)
 
     @property
     def n_docs(self) -> int:
@@ -208,6 +276,11 @@ class TreeSegment:
         return cls(seg, files, keys, file_docs, starts, ends)
 
 
+def _holds(segment: Segment) -> Callable[[str], bool]:
+    """Whether segment holds a word."""
+    return lambda word: segment.word_id(word) is not None
+
+
 def _path_mask(files: Sequence[str], file_docs: I64, prefix: str | None) -> npt.NDArray[np.bool_]:
     """Documents of the files at prefix: the file itself, or anything under the directory."""
     n = int(file_docs[-1]) if len(file_docs) else 0
@@ -242,6 +315,11 @@ class TreeIndex:
         self._overrides: dict[str, tuple[str, FileRecord] | None] = {}
         self.delta = TreeSegment.build(())
         self.files: dict[str, str] = dict(zip(self.base.files, self.base.keys, strict=True))
+        self._kind_base: TreeSegment | None = None
+        self._kind_delta: TreeSegment | None = None
+        self._legacy: frozenset[str] = frozenset()
+        self._base_kinds: I64 = np.zeros(0, dtype=np.int64)
+        self._all_kinds: I64 = np.zeros(0, dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -337,6 +415,7 @@ class TreeIndex:
         return count_matching(self._parts(prefix), query_words)
 
     def _parts(self, prefix: str | None) -> list[Part]:
+        """The two segments as parts of one search, each narrowed to prefix when given."""
         base_allow = (
             None if prefix is None else _path_mask(self.base.files, self.base.file_docs, prefix)
         )
@@ -347,6 +426,178 @@ class TreeIndex:
             Part(self.base.segment, self._live if self._overrides else None, base_allow),
             Part(self.delta.segment, None, delta_allow),
         ]
+
+    def _kinds(self) -> I64:
+        """Each file's kind as an index into KINDS, base files then delta files (cached).
+
+        The tree's versioned directories are those of the base: a delta holds few files.
+        """
+        codes = {k: i for i, k in enumerate(KINDS)}
+        if self._kind_base is not self.base:
+            self._legacy = legacy_dirs(self.base.files)
+            self._base_kinds = np.fromiter(
+                (codes[file_kind(p, self._legacy)] for p in self.base.files),
+                np.int64,
+                len(self.base.files),
+            )
+            self._kind_base = self.base
+            self._kind_delta = None
+        if self._kind_delta is not self.delta:
+            delta = np.fromiter(
+                (codes[file_kind(p, self._legacy)] for p in self.delta.files),
+                np.int64,
+                len(self.delta.files),
+            )
+            self._all_kinds = np.concatenate((self._base_kinds, delta))
+            self._kind_delta = self.delta
+        return self._all_kinds
+
+    def has_word(self, word: str) -> bool:
+        """Whether any chunk of the index holds word."""
+        return self.base.segment.word_id(word) is not None or (
+            self.delta.segment.word_id(word) is not None
+        )
+
+    def forms(self, word: str) -> list[str]:
+        """The other forms of word the index holds (:func:`retrieval.words.word_forms`): from
+        each segment's sorted vocabulary where it can list the words of the prefix, else by
+        asking for each likely form."""
+        prefix = form_prefix(word)
+        if len(prefix) < _STEM_PREFIX:
+            return word_forms(word, self.has_word)
+        found: dict[str, None] = {}
+        for seg in (self.base.segment, self.delta.segment):
+            if not seg.n_docs:
+                continue
+            known = seg.with_prefix(prefix, _PREFIX_WORDS)
+            found.update(dict.fromkeys(word_forms(word, _holds(seg), known)))
+        return list(found)
+
+    def expand(self, query: Mapping[str, float], ranking: Ranking = RANKING) -> dict[str, float]:
+        """The terms a query ranks by: its words, their definition terms and their other forms."""
+        terms: dict[str, float] = {}
+
+        def add(term: str, weight: float) -> None:
+            if weight > terms.get(term, 0.0):
+                terms[term] = weight
+
+        for w, q in query.items():
+            add(w, q)
+            if ranking.definition:
+                add(DEFINED + w, q * ranking.definition)
+            if ranking.forms:
+                for f in self.forms(w):
+                    add(f, q * ranking.forms)
+                    if ranking.definition:
+                        add(DEFINED + f, q * ranking.forms * ranking.definition)
+        return terms
+
+    def rank(
+        self,
+        query: Mapping[str, float],
+        limit: int,
+        prefix: str | None = None,
+        ranking: Ranking = RANKING,
+    ) -> list[TreeHit]:
+        """The best chunks of the best files for a weighted query (:class:`Ranking`).
+
+        prefix narrows to a file or a directory (§1). At most ``limit`` chunks.
+        """
+        hits, _ = self.rank_files(query, limit, prefix, ranking, every_file=False)
+        return hits
+
+    def rank_files(
+        self,
+        query: Mapping[str, float],
+        limit: int,
+        prefix: str | None = None,
+        ranking: Ranking = RANKING,
+        *,
+        every_file: bool = True,
+    ) -> tuple[list[TreeHit], list[str]]:
+        """:meth:`rank`'s chunks, and every matching file in rank order (only the files shown
+        unless every_file)."""
+        if limit <= 0 or not query:
+            return [], []
+        scored = score_parts(self._parts(prefix), self.expand(query, ranking))
+        if not scored:
+            return [], []
+        trees = (self.base, self.delta)
+        kinds = self._kinds()
+        n_base = len(self.base.files)
+        # A file's key: its index in base, or n_base + its index in delta.
+        fk: list[I64] = []
+        for sc in scored:
+            of_doc = trees[sc.part].file_of_doc()[sc.docs]
+            fk.append(of_doc + (n_base if sc.part else 0))
+        file_key = np.concatenate(fk)
+        doc_part = np.concatenate([np.full(sc.docs.size, sc.part, np.int64) for sc in scored])
+        doc = np.concatenate([sc.docs for sc in scored])
+        score = np.concatenate([sc.scores for sc in scored])
+        # Each file's chunks best first; the i-th weighs decay**i.
+        order = np.lexsort((doc, doc_part, -score, file_key))
+        fko = file_key[order]
+        first = np.flatnonzero(np.concatenate(([True], fko[1:] != fko[:-1])))
+        counts = np.diff(np.append(first, fko.size))
+        nth = np.arange(fko.size) - np.repeat(first, counts)
+        decayed = score[order] * np.power(ranking.decay, nth.astype(np.float64))
+        files = fko[first]
+        total = np.add.reduceat(decayed, first) if decayed.size else decayed
+        # Priors by kind, lifted for the kinds the query names.
+        lifted = lifted_kinds(query)
+        prior = np.asarray(
+            [1.0 if k in lifted else ranking.priors.get(k, 1.0) for k in KINDS], np.float64
+        )
+        kind = kinds[files]
+        factor = prior[kind]
+        versions = versions_named(query)
+        if versions and "legacy" not in lifted:
+            # An older copy in the directory of a version the query names is what it asks for.
+            for i in np.flatnonzero(kind == KINDS.index("legacy")).tolist():
+                f = int(files[i])
+                path = self.base.files[f] if f < n_base else self.delta.files[f - n_base]
+                if in_version(path, versions):
+                    factor[i] = 1.0
+        total = total * factor
+        if ranking.name:
+            # The query weight of the words each file's name holds (by stem), as a share.
+            weight = sum(query.values()) or 1.0
+            qstems: dict[str, float] = {}
+            for w, q in query.items():
+                s = stem(w)
+                qstems[s] = max(qstems.get(s, 0.0), q)
+            named = np.zeros(n_base + len(self.delta.files), dtype=np.float64)
+            for s, q in qstems.items():
+                named[self.base.files_named(s)] += q
+                if self.delta.files:
+                    named[n_base + self.delta.files_named(s)] += q
+            share = np.minimum(named[files] / weight, 1.0)
+            total = total * (1.0 + ranking.name * np.sqrt(share))
+        rank_files = np.lexsort((files, -total))
+        # The chunks shown: each file's best, and more of it that score near its best.
+        out: list[TreeHit] = []
+        paths: list[str] = []
+        for i in rank_files.tolist():
+            f = int(files[i])
+            t, j = (self.base, f) if f < n_base else (self.delta, f - n_base)
+            if len(out) >= limit:
+                if not every_file:
+                    break
+                paths.append(t.files[j])
+                continue
+            paths.append(t.files[j])
+            a = int(first[i])
+            best = float(score[order[a]])
+            for r in range(min(int(counts[i]), ranking.per_file)):
+                o = int(order[a + r])
+                s_o = float(score[o])
+                if r and s_o < ranking.more * best:
+                    break
+                if len(out) >= limit:
+                    break
+                d = int(doc[o])
+                out.append(TreeHit(t.files[j], int(t.starts[d]), int(t.ends[d]), s_o))
+        return out, paths
 
     def snapshot(self) -> TreeSegment:
         """The whole index as one segment (compacting first)."""

@@ -52,8 +52,12 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterable
+
+import Stemmer
 
 __all__ = [
+    "IDENTIFIER_WEIGHT",
     "MAX_WORD_BYTES",
     "NO_WORDS",
     "QUERY_STOP_WORDS",
@@ -61,11 +65,15 @@ __all__ = [
     "WordTable",
     "clear_memo",
     "encode",
+    "form_prefix",
     "query_words",
     "ranking_words",
     "runs",
+    "stem",
     "translate",
+    "weighted_query",
     "word_counts",
+    "word_forms",
     "word_table",
     "words",
 ]
@@ -219,7 +227,7 @@ class WordTable(dict[bytes, int]):
     replaced, not changed, when it passes its bound, so ids stay valid for the call that got them.
     """
 
-    __slots__ = ("multi", "word_id", "words")
+    __slots__ = ("defined", "multi", "word_id", "words")
 
     def __init__(self) -> None:
         super().__init__()
@@ -229,6 +237,8 @@ class WordTable(dict[bytes, int]):
         """Word → id."""
         self.multi: list[tuple[int, ...]] = []
         """The word ids of the runs that give two or more words."""
+        self.defined: dict[bytes, tuple[int, ...]] = {}
+        """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
 
     def __missing__(self, run: bytes) -> int:
         words = self.words
@@ -265,7 +275,7 @@ class WordTable(dict[bytes, int]):
     @property
     def full(self) -> bool:
         """Whether the table has passed its bound and the next call should start a new one."""
-        return max(len(self), len(self.words), len(self.multi)) > _MEMO_LIMIT
+        return max(len(self), len(self.words), len(self.multi), len(self.defined)) > _MEMO_LIMIT
 
 
 _local = threading.local()
@@ -348,3 +358,121 @@ def ranking_words(text: str) -> list[str]:
     found = query_words(text)
     kept = [w for w in found if w not in QUERY_STOP_WORDS]
     return kept or found
+
+
+# -- word forms (light English stemming) ------------------------------------------------------
+
+_stemmer = Stemmer.Stemmer("english")
+_stem_memo: dict[str, str] = {}
+_STEM_MIN = 4
+"""Words shorter than this are their own stem (``env``, ``id``, ``os``)."""
+
+
+def stem(word: str) -> str:
+    """The English (Porter 2, Snowball's) stem of a lowercase word of letters, else the word.
+
+    A name with digits, ``_`` or ``-`` (``sha256``, ``max_result_tokens``) and a short word are
+    kept as they are: stemming is for the English words of prose and of names' parts.
+    """
+    got = _stem_memo.get(word)
+    if got is not None:
+        return got
+    got = word if len(word) < _STEM_MIN or not word.isalpha() else _stemmer.stemWord(word)
+    if len(_stem_memo) > _MEMO_LIMIT:
+        _stem_memo.clear()
+    _stem_memo[word] = got
+    return got
+
+
+# The endings a word's other forms may have after its stem: plurals, verb forms, common
+# derivations. A candidate counts only when it has the same stem and the index holds it, so a
+# long list costs lookups, never a wrong match.
+_ENDINGS = (
+    "", "s", "es", "e", "ed", "d", "ing", "er", "ers", "or", "ors", "ion", "ions", "ation",
+    "ations", "ly", "al", "ment", "ments", "ness", "able", "ity", "ive", "ize", "izes", "ized",
+    "izing", "ise", "ises", "ised", "ising", "ure", "ures",
+)  # fmt: skip
+_Y_ENDINGS = ("y", "ies", "ied", "ier", "iers")
+
+
+def form_prefix(word: str) -> str:
+    """What every form of word that has its stem begins with (the stem, less a final ``i`` that a
+    ``y`` may stand for: ``librari`` for library, libraries)."""
+    s = stem(word)
+    return s[:-1] if s.endswith("i") else s
+
+
+def word_forms(
+    word: str,
+    exists: Callable[[str], bool],
+    known: Iterable[str] | None = None,
+) -> list[str]:
+    """The other forms of word that the index holds: those with its stem (``auditing`` ->
+    ``audit``, ``audits``, ``audited``), not the word itself.
+
+    The candidates are the usual English endings on the stem (a doubled last consonant too:
+    ``run`` -> ``running``), kept when the index holds them: ``exists`` is asked of each, or,
+    given ``known``, the index's words that begin with :func:`form_prefix` (a sorted vocabulary
+    lists them in one search), they are looked up there.
+    """
+    s = stem(word)
+    if s == word and (len(word) < _STEM_MIN or not word.isalpha()):
+        return []
+    if known is not None:
+        exists = set(known).__contains__
+    bases = [s]
+    if s.endswith("i"):
+        bases.append(s[:-1])
+    cands: dict[str, None] = {}
+    for b in bases:
+        ends = _Y_ENDINGS if b is not s else _ENDINGS
+        for e in ends:
+            cands[b + e] = None
+    if s and s[-1] not in "aeiouy":
+        for e in ("ing", "ed", "er", "ers"):
+            cands[s + s[-1] + e] = None
+    cands.pop(word, None)
+    return [c for c in cands if exists(c) and stem(c) == s]
+
+
+# -- queries ------------------------------------------------------------------------------------
+
+IDENTIFIER_WEIGHT = 3.0
+"""How much more a word of a name the query writes as code counts than a word of its prose."""
+
+# What a text writes as code: a name with "_" or an inner capital (ScrubEnv, getURL, not a
+# capitalised first word), a dotted name or a path (models.list, src/app.py: each part begins with
+# a letter or "_"), a name called (load_config()), anything between backticks, and the file and
+# function of a traceback frame (File "x.py", line 3, in f).
+_BACKTICKS = re.compile(r"`([^`\n]+)`")
+_DOTTED = re.compile(r"(?<![\w.])[A-Za-z_][\w-]*(?:[./][A-Za-z_][\w-]*)+")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
+_FRAME = re.compile(r"File \"([^\"\n]+)\", line \d+, in (\w+)")
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+_INNER = re.compile(r"[a-z0-9][A-Z]")
+
+
+def identifiers(text: str) -> list[str]:
+    """The pieces of text written as code (the rule above), in order of first appearance."""
+    found: list[str] = []
+    found += _BACKTICKS.findall(text)
+    for path, func in _FRAME.findall(text):
+        found += [path, func]
+    found += [d for d in _DOTTED.findall(text) if max(map(len, re.split(r"[./]", d))) > 1]
+    found += _CALLED.findall(text)
+    for name in _NAME.findall(text):
+        if "_" in name.strip("_") or _INNER.search(name):
+            found.append(name)
+    return list(dict.fromkeys(found))
+
+
+def weighted_query(text: str, identifier_weight: float = IDENTIFIER_WEIGHT) -> dict[str, float]:
+    """The words a repository search ranks by, each with its weight.
+
+    The words are :func:`ranking_words`'s, the whole query's (never cut at a length). A word that
+    the query writes as part of code (:func:`identifiers`) weighs ``identifier_weight``; a word of
+    its prose alone weighs 1. A query that is all code or all prose weighs its words equally.
+    """
+    found = ranking_words(text)
+    code = set(ranking_words(" ".join(identifiers(text)))) if identifier_weight != 1 else set()
+    return {w: (identifier_weight if w in code else 1.0) for w in found}

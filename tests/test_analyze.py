@@ -15,7 +15,13 @@ from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval import words as words_module
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, FileRecord, analyze
 from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION
-from nodwyn_retrieval.retrieval.chunks import CHUNKER_VERSION, chunk_spans, split_lines
+from nodwyn_retrieval.retrieval.chunks import (
+    CHUNKER_VERSION,
+    DEFINED,
+    chunk_spans,
+    definitions_utf8,
+    split_lines,
+)
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, words
 
 PYTHON = (
@@ -38,12 +44,25 @@ Chunks = list[tuple[int, int, dict[str, tuple[int, int]]]]
 def reference(text: str) -> tuple[tuple[str, ...], Chunks]:
     """What analyze() must give, from the public functions, one chunk at a time."""
     lines = split_lines(text)
+    spans = chunk_spans(lines)
+    # What each chunk defines: each word of a defined name once more, as a definition term.
+    data = text.encode("utf-8", "surrogatepass")
+    defined: list[Counter[str]] = [Counter() for _ in spans]
+    terms: list[str] = []
+    for at, name in definitions_utf8(data):
+        line = data[:at].count(b"\n")
+        c = next(i for i, (lo, hi) in enumerate(spans) if lo <= line < hi)
+        got = [DEFINED + w for w in dict.fromkeys(words(name.decode("utf-8")))]
+        defined[c].update(got)
+        terms += got
     chunks: Chunks = []
-    for lo, hi in chunk_spans(lines):
+    for (lo, hi), defs in zip(spans, defined, strict=True):
         body = Counter(words("\n".join(lines[lo:hi])))
         first = Counter(words(lines[lo]))
-        chunks.append((lo + 1, hi, {w: (n, first[w]) for w, n in body.items()}))
-    return tuple(dict.fromkeys(words(text))), chunks
+        counts = {w: (n, first[w]) for w, n in body.items()}
+        counts.update((w, (n, 0)) for w, n in defs.items())
+        chunks.append((lo + 1, hi, counts))
+    return tuple(dict.fromkeys(words(text) + terms)), chunks
 
 
 def observed(record: FileRecord) -> tuple[tuple[str, ...], Chunks]:
@@ -67,13 +86,19 @@ def test_a_python_file_is_cut_at_its_declarations_and_counted() -> None:
         "env": (1, 1),
         "host": (1, 0),
         "localhost": (1, 0),
+        # class ScrubEnv defines scrubenv, scrub and env
+        ">scrubenv": (1, 0),
+        ">scrub": (1, 0),
+        ">env": (1, 0),
     }
     assert observed(record) == reference(PYTHON)
 
 
 def test_the_vocab_is_the_files_distinct_words_in_order_of_first_appearance() -> None:
     record = analyze(PYTHON)
-    assert record.vocab == tuple(dict.fromkeys(words(PYTHON)))
+    # then the definition terms, in the order of the definitions
+    defined = (">scrub_env", ">scrub", ">env", ">scrubenv")
+    assert record.vocab == tuple(dict.fromkeys(words(PYTHON))) + defined
 
 
 def test_the_arrays_are_read_only_uint32_and_pairs_ascend_within_a_chunk() -> None:
@@ -114,7 +139,13 @@ def test_crlf_and_lf_give_the_same_record() -> None:
 
 def test_a_word_in_the_first_line_is_counted_in_the_body_too() -> None:
     record = analyze("def f(x):\n    return f(x)\n")
-    assert record.chunk_words(0) == {"def": (1, 1), "f": (2, 1), "x": (2, 1), "return": (1, 0)}
+    assert record.chunk_words(0) == {
+        "def": (1, 1),
+        "f": (2, 1),
+        "x": (2, 1),
+        "return": (1, 0),
+        ">f": (1, 0),
+    }
 
 
 def test_a_run_of_two_tokens_and_a_token_of_many_words_are_counted_as_words() -> None:

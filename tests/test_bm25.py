@@ -234,3 +234,36 @@ def test_postings_are_arrays_not_objects() -> None:
     assert seg.tfs.dtype == np.uint32
     # Eight bytes a posting and an offset a word: nothing per posting but the arrays.
     assert seg.nbytes() <= 8 * seg.n_postings + 8 * (len(seg.words) + 1) + 4 * seg.n_docs
+
+
+def test_a_weighted_query_word_adds_its_term_that_many_times() -> None:
+    from nodwyn_retrieval.retrieval.bm25 import score_parts
+
+    b = SegmentBuilder()
+    b.add({"alpha": 2, "beta": 1})
+    b.add({"beta": 3})
+    b.add({"gamma": 1})
+    seg = b.build()
+    one = {s.part: dict(zip(s.docs.tolist(), s.scores.tolist(), strict=True))
+           for s in score_parts([Part(seg)], ["alpha", "beta"])}  # fmt: skip
+    two = {s.part: dict(zip(s.docs.tolist(), s.scores.tolist(), strict=True))
+           for s in score_parts([Part(seg)], {"alpha": 2.0, "beta": 1.0})}  # fmt: skip
+    alpha_only = score_parts([Part(seg)], {"alpha": 1.0})[0]
+    a0 = float(alpha_only.scores[0])
+    assert two[0][0] == pytest.approx(one[0][0] + a0)
+    assert two[0][1] == pytest.approx(one[0][1])
+    assert 2 not in one[0]
+    assert search_all([Part(seg)], {"alpha": 2.0, "beta": 1.0}, 1)[0].doc == 0
+
+
+def test_a_loaded_vocabulary_lists_the_words_of_a_prefix() -> None:
+    b = SegmentBuilder()
+    b.add({"audit": 1, "audits": 1, "auditing": 1, "augment": 1, "zeta": 1})
+    built = b.build()
+    assert built.with_prefix("audit", 10) is None  # a built vocabulary is not sorted
+    seg = Segment.from_obj(built.to_obj())
+    assert seg.with_prefix("audit", 10) == ["audit", "auditing", "audits"]
+    assert seg.with_prefix("audit", 2) is None  # more than asked for
+    assert seg.with_prefix("zz", 10) == []
+    assert seg.word_id("audits") is not None
+    assert seg.word_id("audi") is None

@@ -229,3 +229,53 @@ def test_declarations_found_in_bytes_are_those_found_in_lines(
     starts = [0, *(match.end() for match in re.finditer(b"\n", data))]
     expected = [starts[i] for i in declaration_lines(split_lines(text)) if i > 0]
     assert declaration_offsets_utf8(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("def parse(data):", "parse"),
+        ("    async def fetch(self):", "fetch"),
+        ("class Ledger(Base):", "Ledger"),
+        ("func (s *Shelf) Stack(b Box) error {", "Stack"),
+        ("func main() {", "main"),
+        ("type Shelf struct {", "Shelf"),
+        ("pub fn plant<T>(seed: T) -> Sprout<T>", "plant"),
+        ("pub(crate) struct Inner {", "Inner"),
+        ("impl<T> Grow for Sprout<T> {", "Grow"),
+        ("pub trait Soil {", "Soil"),
+        ("export interface Kettle {", "Kettle"),
+        ("export function boilWater(params) {", "boilWater"),
+        ("export const steep = (params) => new Teapot(params);", "steep"),
+        ("const parse = async (input) => input;", "parse"),
+        ("  public String toRecipe(Object src) {", "toRecipe"),
+        ("static int oven_preheat(struct oven *o,", "oven_preheat"),
+        ("oven_bake(struct oven *o)", "oven_bake"),
+        ("typedef struct oven oven_t;", "oven"),
+    ],
+)
+def test_a_definition_line_names_what_it_defines(line: str, name: str) -> None:
+    from nodwyn_retrieval.retrieval.chunks import definitions_utf8
+
+    data = f"x = 1\n{line}\n".encode()
+    assert [n.decode() for _, n in definitions_utf8(data)] == [name]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "    result = parse(data)",
+        "    parse(data)",
+        "    return parse(data,",
+        "    if (ready) {",
+        "    } else if (ready) {",
+        "    x.parse(data,",
+        "classes = {}",
+        "definitely = 1",
+        "    call(x);",
+    ],
+)
+def test_a_use_is_not_a_definition(line: str) -> None:
+    from nodwyn_retrieval.retrieval.chunks import definitions_utf8
+
+    assert definitions_utf8(f"x = 1\n{line}\n".encode()) == []

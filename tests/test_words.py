@@ -281,3 +281,47 @@ def test_a_repository_query_ranks_without_english_stop_words() -> None:
     assert ranking_words("the") == ["the"]  # nothing but stop words: kept
     # A name stays whole; only its pieces that are stop words drop.
     assert ranking_words("is_in for_each") == ["is_in", "for_each", "each"]
+
+
+def test_a_word_s_stem_is_english_and_a_name_keeps_its_form() -> None:
+    from nodwyn_retrieval.retrieval.words import stem
+
+    assert stem("auditing") == stem("audits") == stem("audit")
+    assert stem("libraries") == stem("library")
+    # Names with digits or joiners and short words are their own stems.
+    assert stem("sha256") == "sha256"
+    assert stem("max_tokens") == "max_tokens"
+    assert stem("env") == "env"
+
+
+def test_the_forms_of_a_word_are_those_the_index_holds_with_its_stem() -> None:
+    from nodwyn_retrieval.retrieval.words import form_prefix, word_forms
+
+    vocab = {"audit", "audits", "audited", "auditing", "auditorium", "run", "running", "runs"}
+    assert sorted(word_forms("auditing", vocab.__contains__)) == ["audit", "audited", "audits"]
+    assert sorted(word_forms("runs", vocab.__contains__)) == ["run", "running"]
+    assert word_forms("scrubenv", vocab.__contains__) == []
+    # From a list of the vocabulary's words that begin with the stem's prefix: the same.
+    known = sorted(w for w in vocab if w.startswith(form_prefix("auditing")))
+    assert sorted(word_forms("auditing", vocab.__contains__, known)) == [
+        "audit", "audited", "audits",
+    ]  # fmt: skip
+    assert form_prefix("libraries") == "librar"
+
+
+def test_a_query_weighs_the_words_it_writes_as_code_more_than_its_prose() -> None:
+    from nodwyn_retrieval.retrieval.words import IDENTIFIER_WEIGHT, identifiers, weighted_query
+
+    text = (
+        "Calling Ledger.close_books() fails for `readURLs` in books/ledger.py\n"
+        'File "src/app/cli.py", line 12, in main\n'
+    )
+    found = identifiers(text)
+    for name in ("Ledger.close_books", "close_books", "readURLs", "books/ledger.py"):
+        assert name in found
+    assert "src/app/cli.py" in found
+    assert "main" in found
+    q = weighted_query(text)
+    assert q["close_books"] == q["ledger"] == q["main"] == IDENTIFIER_WEIGHT
+    assert q["calling"] == q["fails"] == 1.0
+    assert weighted_query(text, identifier_weight=1.0)["ledger"] == 1.0
