@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodwyn_retrieval.actors._fastpath import guard_fingerprint, vouched
 from nodwyn_retrieval.actors._listing import list_tree, walk_dir
 from nodwyn_retrieval.actors._watch import TreeWatch
 from nodwyn_retrieval.actors._watch import available as watch_available
@@ -149,6 +150,8 @@ class RefresherActor(Actor):
         # The amendment of 2026-10-16: a file found searchable in its present state is not
         # checked against the pin and the denylist again until its state changes.
         self._searchable: dict[str, tuple[int, int, int]] = {}
+        # What a manifest saved by this process vouches for (actors/_fastpath.py).
+        self._guard_fp = guard_fingerprint(guard)
         self.rebuilt = 0
         self._fs: dict[str, FileStat | None] | None = None  # the listing as last stat-ed
         self._pending: set[str] = set()
@@ -229,6 +232,10 @@ class RefresherActor(Actor):
                 entries[path] = entry
         m = Manifest(str(self.root), generation, entries)
         m.extra = sorted(set(base.extra) | set(extra))
+        # Every entry this process adds passed its guard's precheck; the base's did under the
+        # base's guard, so the whole is vouched for by ours only when the base's is ours too.
+        fp = self._guard_fp
+        m.guard = fp if fp and (not base.entries or base.guard == fp) else ""
         return m
 
     def _stat_sig(self) -> tuple[int, int, int] | None:
@@ -383,6 +390,12 @@ class RefresherActor(Actor):
         keep: set[str] = set()
         n_files = 0
         n_bytes = 0
+        # A new session takes as done the precheck of what is provably as it was allowed.
+        fp, known = self._guard_fp, self.manifest.guard
+        for p in vouched(self.root, self.guard, fs, entries, fingerprint=fp, manifest_guard=known):
+            st = fs[p]
+            if st is not None:
+                searchable[p] = (st.size, st.mtime_ns, st.inode)
         # The pin and denylist checks of every file not found searchable in its present state,
         # in one batch: the guard resolves each directory once (amendment 2026-10-16).
         need = [

@@ -250,7 +250,17 @@ class WordTable(dict[bytes, int]):
                 words.append(run.decode("ascii"))
         else:
             ids: list[int] = []
-            for word in _expand_run(run):
+            found: Iterable[str]
+            if run.isascii() and run.islower() and run.find(b"-") < 0:
+                # snake_case without a capital, the next most common: _expand_ascii's words,
+                # whole then parts, with no camel-case pieces to find.
+                token = run.decode("ascii").strip("_")
+                found = dict.fromkeys(
+                    w for w in (token, *token.split("_")) if w and len(w) <= MAX_WORD_BYTES
+                )
+            else:
+                found = _expand_run(run)
+            for word in found:
                 i = setdefault(word, len(words))
                 if i == len(words):
                     words.append(word)

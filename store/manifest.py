@@ -6,13 +6,16 @@ written to a temporary file and renamed into place." §5 compares every listed f
 modification time and inode with it on each search, so it must load fast for 20,000 files (§2's
 limit): it is stored by columns, not as one map per file:
 
-    magic b"NRMF", version 1, zlib-compressed msgpack map:
+    magic b"NRMF", version 3, zlib-compressed msgpack map:
       root        str           the working tree's real path
       generation  int           raised by every save, so a session sees that the tree changed
       cursor      str | nil     where an interrupted update goes on (§5: "from where it stopped")
       partial     bool          the tree is over §2's limits, or an update was cut short
       updated     float         when it was saved, seconds since the epoch
       extra       [str]         directories index-update PATH added whole (ignored files included)
+      guard       str           the fingerprint of the guard that allowed every listed file ("" for
+                                none known): a new session skips the precheck of a file whose
+                                entry is unchanged when its guard's fingerprint is this one
       paths       [str]         the files, relative to root, "/"-separated
       size        bin           uint64 little-endian, one per path
       mtime_ns    bin           int64 little-endian, one per path
@@ -53,17 +56,18 @@ __all__ = [
 ]
 
 MAGIC = b"NRMF"
-VERSION = 2  # 2: extra, the directories index-update added whole
+VERSION = 3  # 2: extra, the directories index-update added whole; 3: guard
 SUFFIX = ".manifest"
 
 _U64 = np.dtype("<u8")
 _I64 = np.dtype("<i8")
 _FIELDS = frozenset(
-    {"root", "generation", "cursor", "partial", "updated", "extra"}
+    {"root", "generation", "cursor", "partial", "updated", "extra", "guard"}
     | {"paths", "size", "mtime_ns", "inode", "keys"}
 )
 _MAX_GENERATION = 2**63 - 1
 _KEY = re.compile(r"[0-9a-f]{64}-[0-9]{1,9}|![a-z0-9_]{1,32}")
+_GUARD = re.compile(r"(?:[0-9a-f]{64})?")
 
 
 @dataclass(slots=True)
@@ -106,6 +110,10 @@ class Manifest:
     extra: list[str] = field(default_factory=list)
     """Directories (relative) that index-update PATH added whole, ignored files included (§2):
     every later refresh walks them too, so a search does not drop what the update added."""
+    guard: str = ""
+    """The fingerprint of the guard (its real root, denylist and denied directories) whose
+    precheck allowed every entry, or "" when the entries' guards are not known to be one: a
+    refresh that finds this fingerprint its own may take an unchanged entry's precheck as done."""
 
 
 def manifest_path(trees_dir: Path, root: Path | str) -> Path:
@@ -151,6 +159,7 @@ def save_manifest(path: Path, manifest: Manifest) -> None:
         "partial": manifest.partial,
         "updated": float(manifest.updated),
         "extra": list(manifest.extra),
+        "guard": manifest.guard,
         "paths": list(entries),
         "size": np.fromiter((e.size for e in values), dtype=_U64, count=n).tobytes(),
         "mtime_ns": np.fromiter((e.mtime_ns for e in values), dtype=_I64, count=n).tobytes(),
@@ -213,6 +222,9 @@ def _from_payload(obj: object) -> Manifest:
     extra = obj["extra"]
     if not isinstance(extra, list) or (extra and set(map(type, extra)) != {str}):
         raise _bad("extra is a list of directories")
+    guard = obj["guard"]
+    if not isinstance(guard, str) or not _GUARD.fullmatch(guard):
+        raise _bad("guard is not a fingerprint")
     paths = obj["paths"]
     keys = obj["keys"]
     if not isinstance(paths, list) or not isinstance(keys, list):
@@ -243,4 +255,5 @@ def _from_payload(obj: object) -> Manifest:
         partial=partial,
         updated=float(updated),
         extra=list(extra),
+        guard=guard,
     )

@@ -41,6 +41,7 @@ def big_manifest(n: int) -> Manifest:
         partial=True,
         updated=1_760_000_000.5,
         extra=["build", "vendor/lib"],
+        guard="f" * 64,
     )
 
 
@@ -84,6 +85,7 @@ def payload(**change: object) -> dict[str, object]:
         "partial": False,
         "updated": 0.0,
         "extra": [],
+        "guard": "",
         "paths": ["a", "b"],
         "size": bytes(16),
         "mtime_ns": bytes(16),
@@ -117,6 +119,8 @@ def payload(**change: object) -> dict[str, object]:
         ({"root": ""}, r"^manifest: root is not a path: rebuild$"),
         ({"extra": "build"}, r"^manifest: extra is a list of directories: rebuild$"),
         ({"extra": ["build", 3]}, r"^manifest: extra is a list of directories: rebuild$"),
+        ({"guard": 3}, r"^manifest: guard is not a fingerprint: rebuild$"),
+        ({"guard": "ab"}, r"^manifest: guard is not a fingerprint: rebuild$"),
         (
             {"keys": ...},
             r"^manifest: wrong fields \(missing \['keys'\], unexpected \[\]\): rebuild$",
@@ -135,7 +139,7 @@ def test_a_manifest_that_is_off_raises_format_error(
 def test_a_manifest_of_another_version_raises_format_error(tmp_path: Path) -> None:
     path = tmp_path / "m"
     path.write_bytes(encode(b"NRMF", 1, payload()))
-    with pytest.raises(FormatError, match=r"^NRMF format version 1, not 2: rebuild$"):
+    with pytest.raises(FormatError, match=r"^NRMF format version 1, not 3: rebuild$"):
         load_manifest(path)
 
 
