@@ -113,8 +113,9 @@ class IndexerActor(Actor):
         self.root = root
         self.store = store
         self.guard = guard.without_asking()
-        # The build reads only through Beneath: its decisions need not resolve links.
-        self.build_guard = (
+        # The build and a search's live reads read only through Beneath: their decisions need
+        # not resolve links (DefaultGuard.reading_beneath).
+        self.read_guard = (
             self.guard.reading_beneath() if isinstance(self.guard, DefaultGuard) else self.guard
         )
         self.pool = pool
@@ -346,7 +347,7 @@ class IndexerActor(Actor):
             async with sem:
                 if not may_start():
                     return
-                decision = await self.build_guard.check_read(st.path, st.size)
+                decision = await self.read_guard.check_read(st.path, st.size)
                 if not decision.allowed:
                     skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
                     found.append(TreeFound(st, None, skip))
@@ -511,7 +512,7 @@ class IndexerActor(Actor):
                 break
             if h.path not in cache:
                 size = await asyncio.to_thread(_size, tree, h.path)
-                decision = await self.guard.check_read(h.path, size)
+                decision = await self.read_guard.check_read(h.path, size)
                 if not decision.allowed:
                     # §3: a refusal stops the search with the refusal as the answer, and drops
                     # the file from the tree's index.
