@@ -1,0 +1,245 @@
+"""The refresher: every search sees the tree as it is now (ADR 0050 §5), on both of its paths.
+
+A refresh either lists and stats the whole tree (the first search, an index-update, or where no
+watch is available) or looks only at what the tree's watch saw touched. Each behaviour is checked
+on both paths, and on the index itself (the ``index.update`` record, the status, the manifest on
+disk), not only by what a search shows: a result's lines are read from the file at the search, so
+a deleted file drops out of the results even when the index still holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodwyn_retrieval.actors.refresher import RefresherActor
+from nodwyn_retrieval.entry import Engine
+from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+from tests.support import make_repo
+
+# Two versions of one file of exactly the same size, with different words.
+BEFORE = "def quokka_keyring():\n    return 1\n"
+AFTER = "def wombat_burrows():\n    return 2\n"
+assert len(BEFORE) == len(AFTER)
+
+FILES: dict[str, str | bytes] = {
+    "keychain/bind.py": BEFORE,
+    "server/http.py": "def serve(port):\n    return listen(port)\n",
+    "docs/manual.md": "# Manual\n\nThe echidna server listens on a port.\n",
+}
+
+PATHS = pytest.mark.parametrize("watch", [True, False], ids=["watched", "listed-and-stated"])
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", FILES)
+
+
+@pytest.fixture
+def no_watch(monkeypatch: pytest.MonkeyPatch, watch: bool) -> None:
+    """Without a watch every refresh lists and stats the whole tree."""
+    if not watch:
+        monkeypatch.setattr("nodwyn_retrieval.actors.refresher.watch_available", lambda: False)
+
+
+class Session:
+    """An engine on a tree and every event it records."""
+
+    def __init__(self, engine: Engine, events: list[dict[str, Any]]) -> None:
+        self.engine = engine
+        self.events = events
+
+    def updates(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["kind"] == "index.update"]
+
+    async def find(self, query: str) -> list[str]:
+        out = await self.engine.index_search(query, "repo")
+        return [h["path"] for h in out.hits]
+
+
+async def session(repo: Path, dirs: tuple[Path, Path]) -> tuple[Engine, list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    engine = await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], record=events.append, workers=1
+    )
+    return engine, events
+
+
+def stored_paths(repo: Path, data: Path) -> set[str]:
+    """The paths the manifest on disk holds."""
+    m = load_manifest(manifest_path(project_dirs(data, project_key(repo)).trees, repo))
+    assert m is not None
+    return set(m.entries)
+
+
+def same_times(path: Path, st: os.stat_result) -> None:
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+# -- a changed file ---------------------------------------------------------------------------
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_file_rewritten_in_place_to_the_same_size_with_new_words_is_read_again(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    target = repo / "keychain/bind.py"
+    engine, events = await session(repo, dirs)
+    async with engine:
+        s = Session(engine, events)
+        assert await s.find("quokka keyring") == ["keychain/bind.py"]
+        old = target.stat()
+        # In place: the same inode and size; only the time and the words change.
+        with open(target, "r+", encoding="utf-8") as f:
+            f.write(AFTER)
+        os.utime(target, ns=(old.st_atime_ns, old.st_mtime_ns + 5_000_000_000))
+        new = target.stat()
+        assert (new.st_ino, new.st_size) == (old.st_ino, old.st_size)
+        assert new.st_mtime_ns != old.st_mtime_ns
+        n = len(s.updates())
+        assert await s.find("wombat burrows") == ["keychain/bind.py"]
+        assert await s.find("quokka keyring") == []
+        (update,) = s.updates()[n:]
+    assert (update["read"], update["removed"]) == (1, 0)
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_an_editors_save_by_rename_with_the_time_put_back_is_read_again(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    target = repo / "keychain/bind.py"
+    engine, events = await session(repo, dirs)
+    async with engine:
+        s = Session(engine, events)
+        assert await s.find("quokka keyring") == ["keychain/bind.py"]
+        old = target.stat()
+        # An editor's save: a temporary file of the same size, given the old file's times, renamed
+        # over it. Only the inode tells the new file from the old one.
+        tmp = target.with_name(".bind.py.swp")
+        tmp.write_text(AFTER, encoding="utf-8")
+        same_times(tmp, old)
+        tmp.replace(target)
+        new = target.stat()
+        assert (new.st_size, new.st_mtime_ns) == (old.st_size, old.st_mtime_ns)
+        assert new.st_ino != old.st_ino
+        n = len(s.updates())
+        assert await s.find("wombat burrows") == ["keychain/bind.py"]
+        assert await s.find("quokka keyring") == []
+        (update,) = s.updates()[n:]
+    assert (update["read"], update["removed"]) == (1, 0)
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_file_left_alone_is_not_read_again(repo: Path, dirs: tuple[Path, Path]) -> None:
+    engine, events = await session(repo, dirs)
+    async with engine:
+        s = Session(engine, events)
+        await s.find("quokka keyring")
+        n = len(s.updates())
+        (repo / "server/http.py").write_text("def serve(port):\n    return gannet(port, 1)\n")
+        assert await s.find("serve gannet") == ["server/http.py"]
+        assert await s.find("quokka keyring") == ["keychain/bind.py"]
+        updates = s.updates()[n:]
+    # One record for the one change: the untouched files were neither read nor dropped.
+    assert [(u["read"], u["removed"], u["files"]) for u in updates] == [(1, 0, 3)]
+
+
+# -- a deleted file ---------------------------------------------------------------------------
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_deleted_file_is_forgotten_by_the_index_not_only_left_out_of_results(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    engine, events = await session(repo, dirs)
+    async with engine:
+        s = Session(engine, events)
+        first = await engine.index_search("echidna server", "repo")
+        assert [h["path"] for h in first.hits][0] == "docs/manual.md"
+        assert first.header["files"] == 3
+        assert stored_paths(repo, dirs[0]) == set(FILES)
+        n = len(s.updates())
+        (repo / "docs/manual.md").unlink()
+        after = await engine.index_search("echidna server", "repo")
+        (update,) = s.updates()[n:]
+        status = await engine.index_status()
+    assert "docs/manual.md" not in [h["path"] for h in after.hits]
+    assert (update["removed"], update["read"], update["files"]) == (1, 0, 2)
+    assert after.header["files"] == 2
+    assert [t["files"] for t in status["trees"]] == [2]
+    assert stored_paths(repo, dirs[0]) == {"keychain/bind.py", "server/http.py"}
+
+
+@pytest.mark.asyncio
+async def test_an_index_update_counts_a_deleted_file_as_removed(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        assert (await engine.index_update()).summary["files"] == 3
+        (repo / "server/http.py").unlink()
+        (repo / "keychain/bind.py").unlink()
+        summary = (await engine.index_update()).summary
+        status = await engine.index_status()
+    assert (summary["removed"], summary["files"], summary["read"]) == (2, 1, 0)
+    assert [t["files"] for t in status["trees"]] == [1]
+    assert stored_paths(repo, dirs[0]) == {"docs/manual.md"}
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_file_stays_forgotten_in_the_next_session(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        (repo / "docs/manual.md").unlink()
+        await engine.index_search("echidna", "repo")
+    engine, events = await session(repo, dirs)
+    async with engine:
+        out = await engine.index_search("echidna server", "repo")
+    assert out.header["files"] == 2
+    assert [h["path"] for h in out.hits] == ["server/http.py"]
+    assert stored_paths(repo, dirs[0]) == {"keychain/bind.py", "server/http.py"}
+
+
+# -- the time a refresh is given (§5) ---------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_search_refreshes_for_at_most_10_s_and_an_update_for_at_most_60_s(
+    repo: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given: list[tuple[bool, float]] = []
+    real = RefresherActor.handle
+
+    async def handle(self: RefresherActor, message: object) -> object:
+        deadline = getattr(message, "deadline", None)
+        if deadline is not None:
+            left = deadline - asyncio.get_running_loop().time()
+            given.append((bool(getattr(message, "update", False)), left))
+        return await real(self, message)
+
+    monkeypatch.setattr(RefresherActor, "handle", handle)
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        await engine.index_search("serve", "repo")
+        await engine.index_update()
+    (search, s_left), (update, u_left) = given
+    assert (search, update) == (False, True)
+    assert 9.0 < s_left <= 10.0
+    assert 59.0 < u_left <= 60.0
