@@ -96,7 +96,7 @@ async def test_the_score_a_search_shows_is_the_hand_worked_figure(
     ]
 
 
-# -- chunks (§6): a declaration starts one after 20 lines, none is longer than 80 -------------------
+# -- chunks (§6): a declaration starts one after 20 lines, none is longer than 80 --------------
 
 
 @pytest.mark.asyncio
@@ -158,7 +158,7 @@ def test_the_tool_definition_says_8_and_20() -> None:
     assert (limit.get("default"), limit.get("minimum"), limit.get("maximum")) == (8, 1, 20)
 
 
-# -- what a tree indexes (§2): files up to 1 MiB, 20,000 files and 128 MiB --------------------------
+# -- what a tree indexes (§2): files up to 1 MiB, 20,000 files and 128 MiB ----------------------
 
 
 def test_the_tree_limits_are_20000_files_128_mib_and_1_mib_a_file() -> None:

@@ -98,8 +98,11 @@ async def test_a_file_rewritten_in_place_to_the_same_size_with_new_words_is_read
         assert await s.find("quokka keyring") == ["keychain/bind.py"]
         old = target.stat()
         # In place: the same inode and size; only the time and the words change.
-        with open(target, "r+", encoding="utf-8") as f:
-            f.write(AFTER)
+        fd = os.open(target, os.O_WRONLY)  # no truncation: the same inode, rewritten
+        try:
+            os.write(fd, AFTER.encode())
+        finally:
+            os.close(fd)
         os.utime(target, ns=(old.st_atime_ns, old.st_mtime_ns + 5_000_000_000))
         new = target.stat()
         assert (new.st_ino, new.st_size) == (old.st_ino, old.st_size)
@@ -169,7 +172,7 @@ async def test_a_deleted_file_is_forgotten_by_the_index_not_only_left_out_of_res
     async with engine:
         s = Session(engine, events)
         first = await engine.index_search("echidna server", "repo")
-        assert [h["path"] for h in first.hits][0] == "docs/manual.md"
+        assert first.hits[0]["path"] == "docs/manual.md"
         assert first.header["files"] == 3
         assert stored_paths(repo, dirs[0]) == set(FILES)
         n = len(s.updates())
@@ -209,7 +212,7 @@ async def test_a_deleted_file_stays_forgotten_in_the_next_session(
         await engine.index_update()
         (repo / "docs/manual.md").unlink()
         await engine.index_search("echidna", "repo")
-    engine, events = await session(repo, dirs)
+    engine, _ = await session(repo, dirs)
     async with engine:
         out = await engine.index_search("echidna server", "repo")
     assert out.header["files"] == 2
