@@ -105,7 +105,12 @@ def run_module(module: str, out: Path, module_seconds: float, mutant_seconds: in
     t0 = time.monotonic()
     try:
         proc = subprocess.run(
-            cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+            cmd,
+            check=False,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
             timeout=module_seconds,
         )
         timed_out = False

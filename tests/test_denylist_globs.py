@@ -47,7 +47,9 @@ CASES = [(p, path, True) for p, yes, _ in GLOBS for path in yes] + [
 @pytest.mark.parametrize(
     ("pattern", "path", "denied"), CASES, ids=[f"{p}|{q}|{d}" for p, q, d in CASES]
 )
-def test_a_glob_matches_what_it_says_and_nothing_else(pattern: str, path: str, denied: bool) -> None:
+def test_a_glob_matches_what_it_says_and_nothing_else(
+    pattern: str, path: str, denied: bool
+) -> None:
     got = Denylist([pattern]).match(path)
     assert got == (pattern if denied else None)
 
