@@ -116,3 +116,9 @@ def test_a_directory_is_denied_by_its_real_place_and_by_the_path_given(tmp_path:
     assert plain.directory(os.path.join(str(real), "x", "y")) == "the index"
     assert plain.directory(str(link / "x")) is None  # only the real path was given
     assert Denylist([]).directory(str(real)) is None
+
+
+def test_a_denylist_says_what_it_holds(tmp_path: Path) -> None:
+    assert repr(Denylist(["a", "b/"], [(str(tmp_path), "the index")])) == (
+        "Denylist(patterns=2, directories=1)"
+    )

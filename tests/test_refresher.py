@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodwyn_retrieval.actors.refresher import RefresherActor
+from nodwyn_retrieval.actors.refresher import Limits, RefresherActor
 from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
 from nodwyn_retrieval.store.paths import project_dirs, project_key
@@ -246,3 +246,67 @@ async def test_a_search_refreshes_for_at_most_10_s_and_an_update_for_at_most_60_
     assert (search, update) == (False, True)
     assert 9.0 < s_left <= 10.0
     assert 59.0 < u_left <= 60.0
+
+
+# -- the limits of §2, lowered ----------------------------------------------------------------
+
+
+def limited(files: int = 20_000, total: int = 128 << 20, one: int = 1 << 20) -> Limits:
+    return Limits(files=files, bytes=total, file_bytes=one)
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_past_the_file_limit_the_first_files_in_path_order_are_indexed(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    files: dict[str, str | bytes] = {f"m{i}.py": f"def civet_{i}():\n    pass\n" for i in range(5)}
+    repo = make_repo(tmp_path / "repo", files)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limited(files=3)
+    ) as engine:
+        summary = (await engine.index_update()).summary
+        first = await engine.index_search("civet", "repo", limit=20)
+        (repo / "m1.py").unlink()
+        after = await engine.index_search("civet", "repo", limit=20)
+    assert (summary["files"], summary["skipped"]["over_limit"], summary["partial"]) == (3, 2, True)
+    assert sorted(h["path"] for h in first.hits) == ["m0.py", "m1.py", "m2.py"]
+    assert first.header["partial"] is True
+    # A place freed: the next file in path order takes it.
+    assert sorted(h["path"] for h in after.hits) == ["m0.py", "m2.py", "m3.py"]
+
+
+@pytest.mark.asyncio
+async def test_past_the_byte_limit_the_first_files_that_fit_are_indexed(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    files: dict[str, str | bytes] = {f"m{i}.py": f"genet_{i} = 1\n" for i in range(4)}
+    size = len(files["m0.py"])
+    repo = make_repo(tmp_path / "repo", files)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limited(total=2 * size)
+    ) as engine:
+        summary = (await engine.index_update()).summary
+    assert (summary["files"], summary["skipped"]["over_limit"], summary["partial"]) == (2, 2, True)
+    assert summary["bytes"] == 2 * size
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_file_grown_past_the_file_size_limit_leaves_the_index(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.py": "binturong = 1\n", "b.py": "x = 1\n"})
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limited(one=40)
+    ) as engine:
+        before = await engine.index_search("binturong", "repo")
+        (repo / "a.py").write_text("binturong = 2\n" + "#" * 40 + "\n")
+        grown = await engine.index_search("binturong", "repo")
+        summary = (await engine.index_update()).summary
+    assert [h["path"] for h in before.hits] == ["a.py"]
+    assert grown.hits == []
+    assert grown.header["files"] == 1
+    assert (summary["files"], summary["skipped"]["too_large"]) == (1, 1)
