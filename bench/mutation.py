@@ -43,7 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # A module not named here (a new one, after a split) is given the tests that import it.
 TESTS: dict[str, list[str]] = {
     "retrieval/analyze.py": ["test_analyze.py", "test_tree_index.py", "test_adr_numbers.py"],
-    "retrieval/bm25.py": ["test_bm25.py", "test_tree_index.py", "test_adr_numbers.py"],
+    "retrieval/bm25.py": [
+        "test_bm25.py",
+        "test_bm25_edges.py",
+        "test_tree_index.py",
+        "test_adr_numbers.py",
+    ],
     "retrieval/chunks.py": ["test_chunks.py", "test_analyze.py", "test_adr_numbers.py"],
     "retrieval/events.py": ["test_events.py", "test_conversation.py", "test_seq_edges.py"],
     "retrieval/render.py": ["test_repo_search.py", "test_conversation.py", "test_earlier.py"],
