@@ -90,8 +90,10 @@ def tests_for(module: str) -> list[str]:
     )
 
 
-def run_module(module: str, out: Path, module_seconds: float, mutant_seconds: int) -> dict:
-    tests = tests_for(module)
+def run_module(
+    module: str, out: Path, module_seconds: float, mutant_seconds: int, only: list[str]
+) -> dict:
+    tests = [f"tests/{t}" for t in only] if only else tests_for(module)
     if not tests:
         return {"module": module, "error": "no test imports it"}
     report = ROOT / "coverage" / "gremlins" / "gremlins.json"
@@ -176,12 +178,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "mutation")
     ap.add_argument("--module-seconds", type=float, default=1200.0)
     ap.add_argument("--mutant-seconds", type=int, default=120)
+    ap.add_argument(
+        "--tests", nargs="+", default=[], help="test files to run instead of the module's own"
+    )
     ns = ap.parse_args()
     ns.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for module in ns.modules or DEFAULT_MODULES:
         print(f"== {module}", flush=True)
-        row = run_module(module, ns.out, ns.module_seconds, ns.mutant_seconds)
+        row = run_module(module, ns.out, ns.module_seconds, ns.mutant_seconds, ns.tests)
         rows.append(row)
         (ns.out / "rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
         (ns.out / "summary.md").write_text(summary(rows), encoding="utf-8")

@@ -310,3 +310,109 @@ async def test_a_file_grown_past_the_file_size_limit_leaves_the_index(
     assert grown.hits == []
     assert grown.header["files"] == 1
     assert (summary["files"], summary["skipped"]["too_large"]) == (1, 1)
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_tree_grown_past_the_byte_limit_by_an_edit_leaves_out_the_last_files(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    files: dict[str, str | bytes] = {f"m{i}.py": f"fossa_{i} = 1\n" for i in range(3)}
+    size = len(files["m0.py"])
+    repo = make_repo(tmp_path / "repo", files)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limited(total=3 * size + 4)
+    ) as engine:
+        first = await engine.index_search("fossa", "repo", limit=20)
+        (repo / "m0.py").write_text("fossa_0 = 1\n" + "#" * 10 + "\n")
+        grown = await engine.index_search("fossa", "repo", limit=20)
+    assert sorted(h["path"] for h in first.hits) == ["m0.py", "m1.py", "m2.py"]
+    assert first.header["partial"] is False
+    # m0 now takes the room of m2, the last in path order.
+    assert sorted(h["path"] for h in grown.hits) == ["m0.py", "m1.py"]
+    assert grown.header["partial"] is True
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_file_grown_to_exactly_the_file_size_limit_stays(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.py": "kinkajou = 1\n", "b.py": "x = 1\n"})
+    body = "kinkajou = 2\n"
+    body += "#" * (40 - len(body) - 1) + "\n"
+    assert len(body) == 40
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limited(one=40)
+    ) as engine:
+        await engine.index_search("kinkajou", "repo")
+        (repo / "a.py").write_text(body)
+        out = await engine.index_search("kinkajou", "repo")
+    assert [h["path"] for h in out.hits] == ["a.py"]
+
+
+@PATHS
+@pytest.mark.usefixtures("no_watch")
+@pytest.mark.asyncio
+async def test_a_new_file_in_an_old_or_a_new_directory_is_found_by_the_next_search(
+    repo: Path, dirs: tuple[Path, Path]
+) -> None:
+    engine, events = await session(repo, dirs)
+    async with engine:
+        s = Session(engine, events)
+        await s.find("quokka")
+        (repo / "server/tapir.py").write_text("def tapir_route():\n    pass\n")
+        in_old = await s.find("tapir")
+        (repo / "new/deep").mkdir(parents=True)
+        (repo / "new/deep/saiga.py").write_text("def saiga_route():\n    pass\n")
+        in_new = await s.find("saiga")
+        status = await engine.index_status()
+    assert in_old == ["server/tapir.py"]
+    assert in_new == ["new/deep/saiga.py"]
+    assert [t["files"] for t in status["trees"]] == [5]
+
+
+@pytest.mark.asyncio
+async def test_an_ignored_directory_one_session_indexed_is_searched_by_another(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {".gitignore": "gen/\n", "a.py": "x = 1\n", "gen/table.py": "def margay_table():\n"},
+    )
+    (repo / "gen/table.py").write_text("def margay_table():\n    pass\n")
+    first, _ = await session(repo, dirs)
+    second, _ = await session(repo, dirs)
+    async with first, second:
+        assert (await second.index_search("margay", "repo")).hits == []
+        await first.index_update("gen")
+        found = await second.index_search("margay", "repo")
+        (repo / "gen/table.py").unlink()
+        gone = await second.index_update()
+    assert [h["path"] for h in found.hits] == ["gen/table.py"]
+    assert (gone.summary["removed"], gone.summary["files"]) == (1, 2)
+    assert stored_paths(repo, dirs[0]) == {".gitignore", "a.py"}
+
+
+@pytest.mark.asyncio
+async def test_a_new_session_reads_no_file_it_looked_at_before(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "a.py": "x = 1\n",
+            "logo.png": b"\x89PNG\0\0\0",
+            "latin.txt": "caf\xe9\n".encode("latin-1"),
+        },
+    )
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        summary = (await engine.index_update()).summary
+    assert (summary["read"], summary["files"]) == (0, 1)
+    assert (summary["skipped"]["binary"], summary["skipped"]["not_utf8"]) == (1, 1)
