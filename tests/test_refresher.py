@@ -416,3 +416,30 @@ async def test_a_new_session_reads_no_file_it_looked_at_before(
         summary = (await engine.index_update()).summary
     assert (summary["read"], summary["files"]) == (0, 1)
     assert (summary["skipped"]["binary"], summary["skipped"]["not_utf8"]) == (1, 1)
+
+
+@pytest.mark.asyncio
+async def test_files_a_checker_refuses_or_would_ask_about_are_named_and_looked_at_again(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    from nodwyn_retrieval.guard import CheckResult
+
+    repo = make_repo(
+        tmp_path / "repo",
+        {"a.py": "dhole = 1\n", "b.py": "dhole = 2\n", "c.py": "dhole = 3\n"},
+    )
+    verdicts = {"a.py": CheckResult.deny("not now"), "b.py": CheckResult.confirm("ask first")}
+
+    def checker(path: str, size: int) -> CheckResult:
+        return verdicts.get(path, CheckResult.allow())
+
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, checkers=[checker]
+    ) as engine:
+        first = (await engine.index_update()).summary
+        verdicts.clear()
+        second = (await engine.index_update()).summary
+    assert (first["refused"], first["left_out_unasked"]) == (["a.py"], ["b.py"])
+    assert (first["files"], first["read"], first["bytes"]) == (1, 1, 10)
+    assert (second["refused"], second["left_out_unasked"]) == ([], [])
+    assert (second["files"], second["read"], second["bytes"]) == (3, 2, 20)
