@@ -443,3 +443,25 @@ async def test_files_a_checker_refuses_or_would_ask_about_are_named_and_looked_a
     assert (first["files"], first["read"], first["bytes"]) == (1, 1, 10)
     assert (second["refused"], second["left_out_unasked"]) == ([], [])
     assert (second["files"], second["read"], second["bytes"]) == (3, 2, 20)
+
+
+@pytest.mark.asyncio
+async def test_a_file_refused_at_a_search_is_found_once_allowed_though_untouched(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    from nodwyn_retrieval.guard import CheckResult
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "zorro = 1\n", "b.py": "zorro = 2\n"})
+    refuse = {"a.py"}
+
+    def checker(path: str, size: int) -> CheckResult:
+        return CheckResult.deny("not now") if path in refuse else CheckResult.allow()
+
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, checkers=[checker]
+    ) as engine:
+        first = await engine.index_search("zorro", "repo")
+        refuse.clear()
+        second = await engine.index_search("zorro", "repo")
+    assert [h["path"] for h in first.hits] == ["b.py"]
+    assert sorted(h["path"] for h in second.hits) == ["a.py", "b.py"]
