@@ -106,3 +106,10 @@ def test_a_stored_segment_round_trips() -> None:
     assert back.ends.tolist() == [80, 120, 1]
     empty = TreeSegment.from_obj(TreeSegment.build(()).to_obj())
     assert (list(empty.files), empty.n_docs) == ([], 0)
+
+
+def test_an_empty_file_takes_no_chunk_and_round_trips() -> None:
+    seg = build({"a.txt": "a\n", "empty.txt": "", "b.txt": "b\n"})
+    back = TreeSegment.from_obj(seg.to_obj())
+    assert back.file_docs.tolist() == [0, 1, 1, 2]
+    assert [h.path for h in TreeIndex(back).search(["b"], 5)] == ["b.txt"]
