@@ -54,7 +54,7 @@ TESTS: dict[str, list[str]] = {
     "retrieval/render.py": ["test_repo_search.py", "test_conversation.py", "test_earlier.py"],
     "retrieval/tree.py": ["test_tree_index.py", "test_tree_segment.py", "test_adr_numbers.py"],
     "retrieval/words.py": ["test_words.py", "test_analyze.py", "test_adr_numbers.py"],
-    "guard/budget.py": ["test_guard.py"],
+    "guard/budget.py": ["test_budget_edges.py", "test_guard.py"],
     "guard/decision.py": ["test_guard.py"],
     "guard/denylist.py": ["test_denylist_globs.py", "test_denylist_defaults.py", "test_guard.py"],
     "guard/guard.py": ["test_guard.py", "test_denylist_defaults.py"],
