@@ -268,6 +268,8 @@ class RefresherActor(Actor):
         self._disk_sig = sig
         disk = self._load_disk() if sig is not None else None
         if disk is not None and disk.generation != self.manifest.generation:
+            if disk.extra != self.manifest.extra:
+                self._fs = None  # directories another process added: list the tree again
             self.manifest = disk
             self._compare_all = True
 

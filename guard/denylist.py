@@ -98,8 +98,9 @@ def _glob(pattern: str) -> str:
                 out.append(re.escape(c))
             else:
                 body = pattern[i + 1 : j].replace("/", "")
-                # Escape what Python's classes read specially (set operations, nested sets).
-                body = "".join("\\" + ch if ch in "\\[&~|" else ch for ch in body)
+                # Escape what Python's classes read specially (set operations, nested sets, and a
+                # "]" kept first, which the negation's "^/" would otherwise make the class's end).
+                body = "".join("\\" + ch if ch in "\\[]&~|" else ch for ch in body)
                 if body[:1] in ("!", "^"):
                     body = "^/" + body[1:]  # a negated class never matches the separator
                 out.append("[" + body + "]")

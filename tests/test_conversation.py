@@ -264,13 +264,18 @@ async def test_a_damaged_mem_is_rebuilt_and_the_search_answers_as_before(
     log: Log, damage: Any
 ) -> None:
     before = await search(log.path, "credential binding localhost tests")
+    recalled = await recall(log.path, 4)
+    assert recalled.text.splitlines()[-len(BIND_GO.splitlines()) :] == BIND_GO.splitlines()
     mp = mem_path(log.path)
-    mp.write_bytes(damage(mp.read_bytes()))
+    damaged = damage(mp.read_bytes())
+    mp.write_bytes(damaged)
     after = await search(log.path, "credential binding localhost tests")
     assert after.text == before.text
     with MemIndex.open(mp) as mem:
         assert mem.n_events == 14
-    assert (await recall(log.path, 4)).text == (await recall(log.path, 4)).text
+    mp.write_bytes(damaged)
+    assert (await recall(log.path, 4)).text == recalled.text
+    assert mp.read_bytes() != damaged  # the recall rebuilt it too
 
 
 @pytest.mark.asyncio

@@ -168,59 +168,63 @@ class Decoders:
         self.store = ChunkStore(tmp / "chunks")
         self.key = sample_chunk()[0]
 
-    def chunk(self, data: bytes) -> None:
+    def chunk(self, data: bytes) -> bool:
         path = self.store.path(self.key)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         rec = self.store.get(self.key)  # None, and the file deleted, when it does not decode
         if rec is None:
             assert not path.exists()
-            return
+            return False
         use_record(rec)
+        return True
 
-    def manifest(self, data: bytes) -> None:
+    def manifest(self, data: bytes) -> bool:
         path = self.tmp / "t.manifest"
         path.write_bytes(data)
         try:
             m = load_manifest(path)
         except FormatError:
-            return
+            return False
         assert m is not None
         for p, e in m.entries.items():
             assert isinstance(p, str)
             assert p
             assert isinstance(e.key, str)
             e.matches(os.stat(self.tmp))
+        return True
 
-    def snapshot(self, data: bytes) -> None:
+    def snapshot(self, data: bytes) -> bool:
         path = self.tmp / "t.snap"
         path.write_bytes(data)
         seg = load_snapshot(path)  # None, and the file deleted, when it does not decode
         if seg is None:
             assert not path.exists()
-            return
+            return False
         use_segment(seg)
+        return True
 
-    def mem(self, data: bytes) -> None:
+    def mem(self, data: bytes) -> bool:
+        """A .mem may refuse at the open or at any use (its sections are read lazily): False then;
+        True when every use succeeded."""
         try:
             index = MemIndex.from_bytes(data)
         except FormatError:
-            return
+            return False
         try:
-            for call in (
-                lambda: index.segment(QUERY),
-                index.events,
-                index.cards,
-                lambda: index.card(1),
-                lambda: index.kinds,
-                index.lengths,
-                index.doc_events,
-                index.fold,
-            ):
-                with contextlib.suppress(FormatError):
-                    call()
+            index.segment(QUERY)
+            index.events()
+            index.cards()
+            index.card(1)
+            _ = index.kinds
+            index.lengths()
+            index.doc_events()
+            index.fold()
+        except FormatError:
+            return False
         finally:
             index.close()
+        return True
 
 
 def use_record(rec: FileRecord) -> None:
@@ -261,11 +265,12 @@ def traced(kind: str, data: bytes) -> Iterator[None]:
     )
 
 
-def run(decoders: Decoders, kind: str, data: bytes) -> None:
-    """Decode data as kind: only a refusal or a usable answer, within the memory bound."""
-    fn: Callable[[bytes], None] = getattr(decoders, kind)
+def run(decoders: Decoders, kind: str, data: bytes) -> bool:
+    """Decode data as kind: only a refusal or a usable answer, within the memory bound; whether
+    it was used."""
+    fn: Callable[[bytes], bool] = getattr(decoders, kind)
     with traced(kind, data):
-        fn(data)
+        return fn(data)
 
 
 KINDS = ["chunk", "manifest", "snapshot", "mem"]
@@ -287,7 +292,7 @@ def test_the_valid_samples_decode_and_are_used(
     kind: str, decoders: Decoders, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     good = sample(kind, tmp_path_factory)
-    run(decoders, kind, good)
+    assert run(decoders, kind, good)
     if kind == "chunk":
         assert decoders.store.get(decoders.key) == analyze(TEXTS[0])
     elif kind == "snapshot":
@@ -296,6 +301,15 @@ def test_the_valid_samples_decode_and_are_used(
         seg = load_snapshot(path)
         assert seg is not None
         assert seg.files == tuple(PATHS)
+    elif kind == "mem":
+        with MemIndex.from_bytes(good) as index:
+            assert index.segment(QUERY).n_docs > 0
+    else:
+        path = decoders.tmp / "ok.manifest"
+        path.write_bytes(good)
+        m = load_manifest(path)
+        assert m is not None
+        assert m.entries
 
 
 # -- damage: random, cut, flipped, re-framed, huge lengths, future versions -----------------------
@@ -366,7 +380,8 @@ def test_a_huge_declared_length_at_the_payload_allocates_almost_nothing(
         body = prefix if not flags else zlib.compress(prefix)
         data = HEADER.pack(magic, version, flags) + body
         with traced(kind, b""):  # the bound of an empty file: the slack alone
-            getattr(decoders, kind)(data)
+            used = getattr(decoders, kind)(data)
+        assert not used  # nothing of four billion elements is believed
 
 
 # -- damage behind the frame: a payload mutated and re-encoded ------------------------------------

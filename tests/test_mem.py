@@ -3,7 +3,6 @@ decoded a word at a time and never trusted when damaged (ADR 51, ADR 0050's amen
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -274,33 +273,57 @@ def _good_mem(tmp_path: Path) -> bytes:
 GOOD: dict[str, bytes] = {}
 
 
-def _exercise(data: bytes) -> None:
-    """Everything a search, a recall or an extension reads: only FormatError may come out."""
+QUERY = ["credential", "binding", "scrubenv", "absent"]
+
+
+def _use(mem: MemIndex) -> None:
+    """Everything a search, a recall or an extension reads."""
+    mem.segment(QUERY)
+    mem.events()
+    mem.cards()
+    mem.card(1)
+    _ = mem.kinds
+    mem.doc_events()
+    mem.fold()
+
+
+def _exercise(data: bytes) -> bool:
+    """Decode data and use what decoded: only FormatError may come out, at the open or at a use.
+    True when every use succeeded."""
     try:
         mem = MemIndex.from_bytes(data)
     except FormatError:
-        return
+        return False
     try:
-        for call in (
-            lambda: mem.segment(["credential", "binding", "scrubenv", "absent"]),
-            mem.events,
-            mem.cards,
-            lambda: mem.card(1),
-            lambda: mem.kinds,
-            mem.doc_events,
-            mem.fold,
-        ):
-            with contextlib.suppress(FormatError):
-                call()
+        _use(mem)
+    except FormatError:
+        return False
     finally:
         mem.close()
+    return True
+
+
+def test_the_fuzz_helper_uses_a_good_mem_whole_and_refuses_garbage(tmp_path: Path) -> None:
+    good = _good_mem(tmp_path)
+    assert _exercise(good)
+    with MemIndex.from_bytes(good) as mem:
+        assert mem.segment(QUERY).n_docs > 0
+        assert mem.n_events == 12
+        assert [c.turn for c in mem.cards()] == [1, 2]
+    assert not _exercise(b"")
+    assert not _exercise(MAGIC + b"\x00\x01\x00\x00" + bytes(600))
+    # Every cut is refused but those of the zero padding that aligns the file to 8 bytes.
+    kept = [at for at in range(len(good)) if _exercise(good[:at])]
+    assert len(kept) < 8
+    assert not kept or (kept == list(range(kept[0], len(good))) and not any(good[kept[0] :]))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=600))
 def test_decoding_random_bytes_never_crashes(data: bytes) -> None:
-    _exercise(MAGIC + b"\x00\x01\x00\x00" + data)
-    _exercise(data)
+    # 600 random bytes never hold a valid .mem (its head alone is longer): refused, not a crash.
+    assert not _exercise(MAGIC + b"\x00\x01\x00\x00" + data)
+    assert not _exercise(data)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -311,7 +334,13 @@ def test_decoding_a_cut_or_flipped_mem_never_crashes(
     if "mem" not in GOOD:
         GOOD["mem"] = _good_mem(tmp_path_factory.mktemp("fuzz"))
     good = bytearray(GOOD["mem"])
-    _exercise(bytes(good[: cut % (len(good) + 1)]))
+    at = cut % (len(good) + 1)
+    # Whole, it decodes and is used; cut into its content (not only its padding), it is refused;
+    # flipped, either.
+    if at == len(good):
+        assert _exercise(bytes(good))
+    elif at <= len(good) - 8:
+        assert not _exercise(bytes(good[:at]))
     for f in flips:
         good[(f // 8) % len(good)] ^= 1 << (f % 8)
     _exercise(bytes(good))

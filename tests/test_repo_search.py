@@ -269,6 +269,8 @@ async def test_a_file_changed_added_and_deleted_between_searches_is_seen(
     assert "server/http.py" not in paths_of(second)
     assert paths_of(gone) == ["server/http.py"]
     assert "docs/manual.md" not in paths_of(manual)
+    # The index itself forgot the deleted file: one file added, one removed.
+    assert manual.header["files"] == first.header["files"]
 
 
 @pytest.mark.asyncio

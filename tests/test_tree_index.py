@@ -82,14 +82,20 @@ def test_a_prefix_narrows_to_a_directory_or_a_file() -> None:
 
 
 def test_the_path_and_first_line_weigh_three_times() -> None:
+    # scrub in one file's name (3 in its chunk), in another's first line (3) and in a third's
+    # second line (1): the first two tie, the third scores less. All three chunks have length
+    # 3 (the first line's word) + 1 + 9 (the path's three words, three times each).
     index = fresh(
         {
             "a/other.txt": "x\nscrub\n",
             "a/scrub.txt": "x\ny\n",
+            "a/first.txt": "scrub\ny\n",
         }
     )
-    hits = ranked(index, ["scrub"])
-    assert hits[0][0] == "a/scrub.txt"
+    got = {p: s for p, _, s in ranked(index, ["scrub"])}
+    assert got["a/scrub.txt"] == pytest.approx(got["a/first.txt"], rel=1e-12)
+    # tf 3 against tf 1 at the average length (norm 1.2): 3 * 2.2 / 4.2 against 2.2 / 2.2.
+    assert got["a/first.txt"] / got["a/other.txt"] == pytest.approx(6.6 / 4.2, rel=1e-12)
 
 
 def test_a_tree_segment_round_trips_and_rejects_damage() -> None:

@@ -1,0 +1,199 @@
+"""Mutation testing of the core modules, one module at a time against the tests that cover it.
+
+    python bench/mutation.py                      # every module below, in order
+    python bench/mutation.py retrieval/bm25.py guard/denylist.py
+    python bench/mutation.py --module-seconds 900 --out /tmp/mutation
+
+Runs pytest-gremlins (the dev extra) on each module of retrieval/, guard/, store/ and on
+actors/refresher.py and actors/indexer.py: every gremlin (a small change of one comparison, one
+operator, one constant, one return) is switched on in turn and the module's tests run against it;
+a gremlin no test notices survives. Each module's run is bounded (``--module-seconds``, 1,200 s by
+default) and so is each gremlin's test run (``--mutant-seconds``, 120 s). It runs under ``nice -n
+19`` with one worker: the machine may be shared. Not part of CI (a whole run takes hours).
+
+Writes ``<out>/<module>.json`` (pytest-gremlins's report; ``<out>`` is bench/out/mutation/ unless
+told) and ``<out>/summary.md``: the score per module and every survivor, by line, for
+docs/reliability.md. Survivors are read by hand: some are
+equivalent (the change cannot alter behaviour) and are set aside there, with the reason.
+
+Why pytest-gremlins: it instruments the modules as they are imported, whatever finds them, so it
+works with this layout (the checkout is the package ``nodwyn_retrieval`` through setuptools's
+``package-dir``, installed in editable mode). mutmut 3 copies the sources to ``mutants/`` and
+runs the tests there, but the tests import ``nodwyn_retrieval`` from the editable install, never
+the copy: its stats run finds no test covering any mutant and it stops. cosmic-ray edits the files
+in place and works too, but starts a fresh test process per mutant with no batching.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The tests that cover each module: its own unit tests and the behaviour tests that go through it.
+# A module not named here (a new one, after a split) is given the tests that import it.
+TESTS: dict[str, list[str]] = {
+    "retrieval/analyze.py": ["test_analyze.py", "test_tree_index.py", "test_adr_numbers.py"],
+    "retrieval/bm25.py": [
+        "test_bm25.py",
+        "test_bm25_edges.py",
+        "test_tree_index.py",
+        "test_adr_numbers.py",
+    ],
+    "retrieval/chunks.py": ["test_chunks.py", "test_analyze.py", "test_adr_numbers.py"],
+    "retrieval/events.py": ["test_events.py", "test_conversation.py", "test_seq_edges.py"],
+    "retrieval/render.py": ["test_repo_search.py", "test_conversation.py", "test_earlier.py"],
+    "retrieval/tree.py": ["test_tree_index.py", "test_tree_segment.py", "test_adr_numbers.py"],
+    "retrieval/words.py": ["test_words.py", "test_analyze.py", "test_adr_numbers.py"],
+    "guard/budget.py": ["test_budget_edges.py", "test_guard.py"],
+    "guard/decision.py": ["test_guard.py"],
+    "guard/denylist.py": ["test_denylist_globs.py", "test_denylist_defaults.py", "test_guard.py"],
+    "guard/guard.py": ["test_guard.py", "test_denylist_defaults.py"],
+    "guard/redact.py": ["test_redact.py", "test_guard.py"],
+    "store/atomic.py": ["test_store_atomic.py", "test_store_manifest.py"],
+    "store/chunkstore.py": ["test_store_chunkstore.py", "test_gc.py"],
+    "store/codec.py": ["test_store_codec.py", "test_store_chunkstore.py"],
+    "store/config.py": ["test_store_config.py", "test_seq_edges.py"],
+    "store/log.py": ["test_store_log.py", "test_seq_edges.py"],
+    "store/manifest.py": ["test_store_manifest.py", "test_refresher.py"],
+    "store/mem.py": ["test_mem.py", "test_seq_edges.py", "test_conversation.py"],
+    "store/paths.py": ["test_store_paths.py", "test_listing.py"],
+    "actors/refresher.py": ["test_refresher.py", "test_adr_numbers.py"],
+    "actors/indexer.py": ["test_indexer.py", "test_refresher.py"],
+}
+DEFAULT_MODULES = [
+    *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store")
+            for p in (ROOT / d).glob("*.py") if p.name != "__init__.py"),
+    "actors/refresher.py",
+    "actors/indexer.py",
+]  # fmt: skip
+
+
+def tests_for(module: str) -> list[str]:
+    named = [t for t in TESTS.get(module, []) if (ROOT / "tests" / t).is_file()]
+    if named:
+        return [f"tests/{t}" for t in named]
+    dotted = "nodwyn_retrieval." + module.removesuffix(".py").replace("/", ".")
+    return sorted(
+        f"tests/{p.name}"
+        for p in (ROOT / "tests").glob("test_*.py")
+        if dotted in p.read_text(encoding="utf-8", errors="replace")
+    )
+
+
+def run_module(
+    module: str, out: Path, module_seconds: float, mutant_seconds: int, only: list[str]
+) -> dict:
+    tests = [f"tests/{t}" for t in only] if only else tests_for(module)
+    if not tests:
+        return {"module": module, "error": "no test imports it"}
+    report = ROOT / "coverage" / "gremlins" / "gremlins.json"
+    report.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "NODWYN_FUZZ_EXAMPLES": os.environ.get("NODWYN_FUZZ_EXAMPLES", "25"),
+        "COVERAGE_FILE": str(Path(tempfile.gettempdir()) / f"nodwyn-mutation-{os.getpid()}.cov"),
+    }
+    cmd = [
+        "nice", "-n", "19", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        *tests, "--gremlins", f"--gremlin-targets={module}", "--gremlin-no-coverage-filter",
+        "--gremlin-report=json", f"--gremlin-mutant-timeout={mutant_seconds}",
+        "-W", "ignore::UserWarning",
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(
+            cmd,
+            check=False,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=module_seconds,
+        )
+        timed_out = False
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+    except subprocess.TimeoutExpired:
+        timed_out, tail = True, [f"stopped after {module_seconds:.0f} s"]
+    seconds = time.monotonic() - t0
+    row: dict = {"module": module, "tests": tests, "seconds": round(seconds)}
+    row["timed_out"] = timed_out
+    if not report.is_file():
+        row["error"] = " / ".join(tail)
+        return row
+    data = json.loads(report.read_text(encoding="utf-8"))
+    dest = out / (module.replace("/", "_") + ".json")
+    shutil.move(report, dest)
+    for d in (report.parent, report.parent.parent):  # coverage/gremlins, coverage: if now empty
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    s = data["summary"]
+    row.update(
+        total=s["total"], zapped=s["zapped"], survived=s["survived"],
+        timeout=s.get("timeout", 0), error_count=s.get("error", 0),
+        survivors=[
+            f"{Path(r['file_path']).name}:{r['line_number']} {r['description']} ({r['operator']})"
+            for r in data["results"] if r["status"] == "survived"
+        ],
+    )  # fmt: skip
+    return row
+
+
+def summary(rows: list[dict]) -> str:
+    lines = [
+        "| module | gremlins | killed | survived | timeout | score | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "total" not in r:
+            lines.append(f"| {r['module']} | - | - | - | - | {r.get('error', '')} | - |")
+            continue
+        killed = r["zapped"] + r["timeout"]  # a gremlin that hangs the tests is noticed
+        score = 100.0 * killed / r["total"] if r["total"] else 100.0
+        lines.append(
+            f"| {r['module']} | {r['total']} | {r['zapped']} | {r['survived']} | {r['timeout']} "
+            f"| {score:.1f}% | {r['seconds']}{' (bound)' if r['timed_out'] else ''} |"
+        )
+    lines.append("")
+    for r in rows:
+        if r.get("survivors"):
+            lines.append(f"Survivors of {r['module']}:")
+            lines += [f"- {s}" for s in r["survivors"]]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("modules", nargs="*", help="module paths (default: every core module)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "mutation")
+    ap.add_argument("--module-seconds", type=float, default=1200.0)
+    ap.add_argument("--mutant-seconds", type=int, default=120)
+    ap.add_argument(
+        "--tests", nargs="+", default=[], help="test files to run instead of the module's own"
+    )
+    ns = ap.parse_args()
+    ns.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for module in ns.modules or DEFAULT_MODULES:
+        print(f"== {module}", flush=True)
+        row = run_module(module, ns.out, ns.module_seconds, ns.mutant_seconds, ns.tests)
+        rows.append(row)
+        (ns.out / "rows.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        (ns.out / "summary.md").write_text(summary(rows), encoding="utf-8")
+        print(summary([row]), flush=True)
+    print(summary(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
