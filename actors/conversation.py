@@ -284,6 +284,10 @@ not, when it scores at least this share of the restatement's score."""
 DUPLICATE_LENGTH = 0.02
 """Two events of one kind whose lengths differ by at most this share and whose query words
 occur equally often in each are near-duplicates: one result names the others' seqs."""
+DUPLICATE_MIN_LENGTH = 12
+"""...if each is at least this long (weighted words): for a few words, an equal length and equal
+counts of the query's words say nothing of the rest (``Where is the axolotl?`` and ``the first
+axolotl answer`` would be taken for one event)."""
 
 
 @dataclass(slots=True)
@@ -380,6 +384,7 @@ def _collapse(cands: list[_Candidate]) -> list[_Candidate]:
                 k.source == c.source
                 and k.kind == c.kind
                 and k.tfs == c.tfs
+                and min(k.length, c.length) >= DUPLICATE_MIN_LENGTH
                 and abs(k.length - c.length) <= DUPLICATE_LENGTH * max(k.length, c.length)
             ):
                 k.also.append(c.seq)

@@ -57,7 +57,7 @@ async def test_a_repeated_seq_in_a_log_recalls_the_first_event_that_holds_it(
     )
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     async with await Engine.open(
-        repo, data_dir=dirs[0], config_dir=dirs[1], log=log, write_log=False
+        repo, data_dir=dirs[0], config_dir=dirs[1], log=log
     ) as engine:
         got = await engine.recall(2)
         found = await engine.index_search("axolotl", "conversation")
@@ -86,7 +86,7 @@ def log(tmp_path: Path) -> Log:
 async def engine_on(tmp_path: Path, dirs: tuple[Path, Path], log: Log) -> Engine:
     repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     return await Engine.open(
-        repo, data_dir=dirs[0], config_dir=dirs[1], log=log.path, write_log=False
+        repo, data_dir=dirs[0], config_dir=dirs[1], log=log.path
     )
 
 
