@@ -33,7 +33,6 @@ Everything shown or indexed is redacted first (§3, ADR 43): no known credential
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,8 +45,8 @@ from nodwyn_retrieval.retrieval.words import (
     QUERY_STOP_WORDS,
     encode,
     query_words,
+    run_counts,
     translate,
-    word_table,
 )
 
 __all__ = [
@@ -440,17 +439,7 @@ def word_runs(text: str) -> list[bytes]:
 
 def _word_counts(text: str) -> dict[str, int]:
     """retrieval.words.word_counts over :func:`word_runs`."""
-    table = word_table()
-    counted = Counter(word_runs(text))
-    counts: dict[int, int] = {}
-    get = counts.get
-    for code, n in zip(map(table.__getitem__, counted), counted.values(), strict=True):
-        if code >= 0:
-            counts[code] = get(code, 0) + n
-        else:
-            for i in table.ids(code):
-                counts[i] = get(i, 0) + n
-    return dict(zip(map(table.words.__getitem__, counts), counts.values(), strict=True))
+    return run_counts(word_runs(text))
 
 
 def text_counts(text: str, memo: Memo | None = None) -> dict[str, int]:

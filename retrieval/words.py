@@ -68,6 +68,7 @@ __all__ = [
     "form_prefix",
     "query_words",
     "ranking_words",
+    "run_counts",
     "runs",
     "stem",
     "translate",
@@ -333,8 +334,13 @@ def words(text: str) -> list[str]:
 
 def word_counts(text: str) -> dict[str, int]:
     """Each distinct word of text and how many times it occurs: ``Counter(words(text))``, faster."""
+    return run_counts(runs(text))
+
+
+def run_counts(text_runs: list[bytes]) -> dict[str, int]:
+    """Each distinct word of the runs (:func:`runs`) and how many times it occurs."""
     table = word_table()
-    counted = Counter(runs(text))
+    counted = Counter(text_runs)
     counts: dict[int, int] = {}
     get = counts.get
     for code, n in zip(map(table.__getitem__, counted), counted.values(), strict=True):
