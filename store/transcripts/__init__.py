@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import threading
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nodwyn_retrieval.store.log import event_of
 from nodwyn_retrieval.store.mem_log import LoggedEvent, parse_lines
+from nodwyn_retrieval.store.transcripts._base import json_object
 
 if TYPE_CHECKING:
     from nodwyn_retrieval.store.mem_format import MemIndex
@@ -232,11 +232,8 @@ def sniff(path: str | os.PathLike[str], limit: int = 64 * 1024) -> Reader:
     for line in data[: data.rfind(b"\n") + 1].split(b"\n"):
         if event_of(line) is not None:
             return NODWYN
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        obj = json_object(line)
+        if obj is None or not isinstance(obj.get("type"), str):
             continue
         if obj["type"] in _CODEX_TYPES and ("payload" in obj or obj["type"] in _CODEX_ITEMS):
             return CODEX

@@ -28,11 +28,21 @@ from nodwyn_retrieval.store.mem_log import LoggedEvent
 if TYPE_CHECKING:
     from nodwyn_retrieval.store.mem_format import MemIndex
 
-__all__ = ["CALL_LOOKBACK", "TranscriptReader", "as_text", "self_name"]
+__all__ = ["CALL_LOOKBACK", "TranscriptReader", "as_text", "json_object", "self_name"]
 
 CALL_LOOKBACK = 512
 """How many events before a result read again alone are looked through for the reply that made
 its call (they are in its turn, most often just before it)."""
+
+
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object a transcript's line holds, or None for a line that holds none (torn, not
+    JSON, nested past the parser's depth, or another JSON value)."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def as_text(value: object) -> str:
@@ -80,11 +90,8 @@ class TranscriptReader:
         raise NotImplementedError
 
     def _event(self, line: bytes) -> dict[str, Any] | None:
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            return None
-        if not isinstance(obj, dict):
+        obj = json_object(line)
+        if obj is None:
             return None
         try:
             return self.map_line(obj)

@@ -22,10 +22,14 @@ The mapping (docs/log-format.md, "Transcripts"):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from nodwyn_retrieval.store.transcripts._base import TranscriptReader, as_text, self_name
+from nodwyn_retrieval.store.transcripts._base import (
+    TranscriptReader,
+    as_text,
+    json_object,
+    self_name,
+)
 
 __all__ = ["CLAUDE", "ClaudeReader", "line_cwd"]
 
@@ -108,11 +112,8 @@ CLAUDE = ClaudeReader()
 
 def line_cwd(line: bytes) -> str | None:
     """The working directory a line of a session records, if it does."""
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(obj, dict):
+    obj = json_object(line)
+    if obj is not None:
         cwd = obj.get("cwd")
         if isinstance(cwd, str) and cwd:
             return cwd

@@ -29,7 +29,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nodwyn_retrieval.store.transcripts._base import TranscriptReader, as_text, self_name
+from nodwyn_retrieval.store.transcripts._base import (
+    TranscriptReader,
+    as_text,
+    json_object,
+    self_name,
+)
 
 __all__ = ["CODEX", "CodexReader", "line_cwd"]
 
@@ -131,11 +136,8 @@ CODEX = CodexReader()
 
 def line_cwd(line: bytes) -> str | None:
     """The working directory a rollout's ``session_meta`` (or ``turn_context``) line records."""
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(obj, dict):
+    obj = json_object(line)
+    if obj is None:
         return None
     payload = obj.get("payload")
     if obj.get("type") in ("session_meta", "turn_context") and isinstance(payload, dict):
