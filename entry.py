@@ -263,6 +263,12 @@ class Engine:
         if self._records is not None:
             self._records.close()
 
+    async def warm(self) -> None:
+        """Load the repository's index and bring it up to date as a search's refresh does (within
+        its bound), so that the first search finds it loaded: for a caller that opens the engine
+        before its first search is asked (the MCP server, while its client connects)."""
+        await self._refresh(SEARCH_SECONDS)
+
     async def __aenter__(self) -> Engine:
         return self
 
