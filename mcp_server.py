@@ -6,16 +6,26 @@ three tools with the definitions, the checks and the text of :mod:`nodwyn_retrie
 :meth:`Engine.call_tool`: a call that fails comes back as a tool error (``isError``) with its one
 line, never as a failure of the server.
 
-One :class:`Engine` a server process, opened at the first call (so starting the server costs the
-client nothing) and closed when the client closes the connection. The working tree is ``--root``,
-by default the directory the client starts the server in. This session's conversation is the
-transcript ``--log FILE`` names, or else the newest transcript an agent is writing for the root
-(the agent the client says it is: Claude Code's sessions for Claude Code, Codex's rollouts for
-Codex, either for another client); the project's other sessions, of either agent, are its earlier
-tasks, behind the person's switch (§9). The transcripts are read as they are and never written:
-their ``.mem`` files live in the project's data directory (store.transcripts), and the guard's
-records of this server's session go to a log of the project's own, ``records/mcp-*.jsonl`` in the
-project's data directory, which ``status`` names.
+Two processes make one server, so that its start costs the client one of them. The process the
+client starts speaks the protocol: before it imports the SDK (most of a start's time: the
+protocol's pydantic models) it starts the engine's process, which imports the engine, opens it and
+loads the repository's index meanwhile, on the other core. ``initialize`` and ``tools/list`` never
+wait for the engine; each tool call is handed to the engine's process over a pipe, one JSON line
+each way, and its answer handed back. A call that comes while the index is still loading waits
+for it.
+
+One :class:`Engine` a server, in the engine's process, closed when the client closes the
+connection or sends SIGTERM. The working tree is ``--root``, by default the directory the client
+starts the server in. This session's conversation is the transcript ``--log FILE`` names, or else
+the newest transcript an agent is writing for the root (the agent the client says it is at its
+first call: Claude Code's sessions for Claude Code, Codex's rollouts for Codex, either for another
+client): the engine is opened at the start with the newest transcript of either, and opened again
+at the first call if that call finds another one. The project's other sessions, of either agent,
+are its earlier tasks, behind the person's switch (§9). The transcripts are read as they are and
+never written: their ``.mem`` files live in the project's data directory (store.transcripts), and
+the guard's records of this server's session go to a log of the project's own,
+``records/mcp-*.jsonl`` in the project's data directory, which ``status`` names; it is made at the
+first call (or at the close, if the loading left records and no call came).
 """
 
 from __future__ import annotations
@@ -23,32 +33,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
+import json
 import logging
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.errors import NotFound, RetrievalError
-from nodwyn_retrieval.store.log import LogWriter
-from nodwyn_retrieval.store.paths import (
-    ProjectDirs,
-    data_dir,
-    git_toplevel,
-    project_dirs,
-    project_key,
-)
-from nodwyn_retrieval.store.transcripts import NODWYN, Reader, add_sessions, place, sniff
-from nodwyn_retrieval.store.transcripts.claude import CLAUDE
-from nodwyn_retrieval.store.transcripts.codex import CODEX
-from nodwyn_retrieval.store.transcripts.sessions import AGENTS, find_sessions
 from nodwyn_retrieval.tools import tool_definitions, working_rule
 
-__all__ = ["RECORDS_DIR", "McpSession", "main", "mcp_tools", "record_logs", "serve"]
+if TYPE_CHECKING:
+    from nodwyn_retrieval.entry import Engine
+    from nodwyn_retrieval.store.log import LogWriter
+    from nodwyn_retrieval.store.paths import ProjectDirs
+    from nodwyn_retrieval.store.transcripts import Reader
+
+__all__ = [
+    "RECORDS_DIR",
+    "EngineProcess",
+    "McpSession",
+    "main",
+    "mcp_tools",
+    "record_logs",
+    "serve",
+]
 
 log = logging.getLogger("nodwyn_retrieval.mcp")
 
@@ -57,7 +72,11 @@ RECORDS_DIR = "records"
 """The project's folder (in its data directory) of the server sessions' own logs."""
 TRANSCRIPTS_DIR = "transcripts"
 """The project's folder of the ``.mem`` files of the agents' transcripts it reads."""
-_READERS: dict[str, Reader] = {"claude": CLAUDE, "codex": CODEX}
+LINE_LIMIT = 1 << 30
+"""The longest line of the pipe between the two processes (a call's answer is one line)."""
+CLOSE_SECONDS = 60.0
+"""How long the server waits for the engine's process to close before it stops it."""
+_ENGINE_MAIN = "from nodwyn_retrieval.mcp_server import engine_main; engine_main()"
 
 
 def mcp_tools() -> list[dict[str, Any]]:
@@ -80,6 +99,8 @@ def record_logs(dirs: ProjectDirs) -> list[Path]:
 
 def _agents_of(client: str | None) -> tuple[str, ...]:
     """The agent whose transcript is this session's, by the name the client gives itself."""
+    from nodwyn_retrieval.store.transcripts.sessions import AGENTS  # noqa: PLC0415
+
     name = (client or "").lower()
     for agent in AGENTS:
         if agent in name:
@@ -87,8 +108,82 @@ def _agents_of(client: str | None) -> tuple[str, ...]:
     return AGENTS
 
 
+# -- the engine's process ---------------------------------------------------------------------
+
+
+class _Records:
+    """The records of the server's session (the guard's, the index's), for its own log.
+
+    Kept in memory until the log is made (:meth:`start`: at the first call, or at the close when
+    the loading left some and no call came), then appended as they come; from any thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._held: list[dict[str, Any]] = []
+        self.writer: LogWriter | None = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            if self.writer is None:
+                self._held.append(dict(event))
+            else:
+                self._write(self.writer, event)
+
+    @staticmethod
+    def _write(writer: LogWriter, event: dict[str, Any]) -> None:
+        body = dict(event)
+        kind = body.pop("kind")
+        for k in ("seq", "ts", "turn"):
+            body.pop(k, None)
+        agent = body.pop("agent", "main")
+        writer.append(kind, turn=writer.turn, agent=agent, **body)
+
+    def start(self, over: Path | None) -> None:
+        """Make the log (its first line names the transcript) and write what was kept."""
+        from nodwyn_retrieval.store.log import LogWriter  # noqa: PLC0415
+
+        with self._lock:
+            if self.writer is not None:
+                return
+            writer = LogWriter(self.path)
+            writer.append(
+                "note", turn=1, text=f"records of an MCP server session over {over or 'no log'}"
+            )
+            self.writer = writer
+            held, self._held = self._held, []
+            for event in held:
+                self._write(writer, event)
+
+    def close(self, over: Path | None) -> None:
+        if self.writer is None and not self._held:
+            return
+        with contextlib.suppress(RetrievalError):
+            self.start(over)
+        with self._lock:
+            if self.writer is not None:
+                with contextlib.suppress(RetrievalError):
+                    self.writer.append("note", turn=self.writer.turn, text="the server closed")
+                self.writer.close()
+
+
+@dataclass
+class _Opened:
+    """An Engine of the session and the transcript it reads."""
+
+    engine: Engine
+    transcript: Path | None
+    project: tuple[Path, ProjectDirs, str]
+    """The working tree's top, the project's directories and its key."""
+    loading: asyncio.Task[None] | None = None
+
+
 class McpSession:
-    """What one server process serves: its root, and the Engine opened at the first call."""
+    """What one server serves: its root, and its Engine (in the engine's process).
+
+    :meth:`start` opens the Engine and loads the index at once, with this session's transcript as
+    far as it can be told before a client has named itself; the first call settles it
+    (:meth:`get_engine`)."""
 
     def __init__(
         self,
@@ -98,6 +193,7 @@ class McpSession:
         config_dir: str | None = None,
         log: Path | None = None,
         workers: int | None = None,
+        server_pid: int | None = None,
     ) -> None:
         if not root.is_dir():
             raise NotFound(f"root {root} is not a directory")
@@ -106,68 +202,124 @@ class McpSession:
         self.config_dir = config_dir
         self.log = log
         self.workers = workers
+        self.server_pid = server_pid or os.getpid()
         self.engine: Engine | None = None
-        self.records: LogWriter | None = None
+        self.records: _Records | None = None
         self.transcript: Path | None = None
         self.key: str | None = None
+        self._early: asyncio.Task[_Opened | None] | None = None
+        self._loading: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
+    def start(self) -> None:
+        """Open the Engine and load the index now, before the first call."""
+        if self._early is None and self.engine is None:
+            self._early = asyncio.get_running_loop().create_task(self._open_early())
+
+    async def _open_early(self) -> _Opened | None:
+        try:
+            top, dirs, key = await asyncio.to_thread(self._project)
+            current, reader = await asyncio.to_thread(self._transcript_of, top, None)
+            opened = await self._open(top, dirs, key, current, reader)
+        except Exception as e:  # noqa: BLE001  the first call opens it again and answers what it meets
+            log.debug("the engine is opened at the first call: %s", e)
+            return None
+        opened.loading = asyncio.get_running_loop().create_task(opened.engine.warm())
+        opened.loading.add_done_callback(_seen)
+        return opened
+
     async def get_engine(self, client: str | None) -> Engine:
-        """The session's Engine, opened at the first call."""
+        """The session's Engine: the one opened at the start when the first call finds the same
+        transcript, else one opened now."""
         async with self._lock:
             if self.engine is None:
-                self.engine = await self._open(client)
+                self.engine = await self._settle(client)
             return self.engine
 
-    async def _open(self, client: str | None) -> Engine:
-        top, dirs, key = await asyncio.to_thread(self._project)
+    async def _settle(self, client: str | None) -> Engine:
+        early, self._early = self._early, None
+        opened = await early if early is not None else None
+        if opened is not None:
+            top, dirs, key = opened.project
+        else:
+            top, dirs, key = await asyncio.to_thread(self._project)
+        current, reader = await asyncio.to_thread(self._transcript_of, top, client)
+        if opened is not None and opened.transcript != current:
+            await _close_opened(opened)
+            opened = None
+        if opened is None:
+            opened = await self._open(top, dirs, key, current, reader)
+        try:
+            if self.records is not None:
+                await asyncio.to_thread(self.records.start, current)
+        except BaseException:
+            # Without its records the session is not served: the next call tries again.
+            await _close_opened(opened)
+            raise
+        self.transcript, self._loading = current, opened.loading
+        return opened.engine
+
+    def _project(self) -> tuple[Path, ProjectDirs, str]:
+        from nodwyn_retrieval.store.paths import (  # noqa: PLC0415
+            data_dir,
+            git_toplevel,
+            project_dirs,
+            project_key,
+        )
+
+        top = git_toplevel(self.given_root) or self.given_root.resolve()
+        key = project_key(top)
+        return top, project_dirs(data_dir(self.data_dir), key), key
+
+    def _transcript_of(self, top: Path, client: str | None) -> tuple[Path | None, Reader]:
+        """This session's transcript and its reader: ``--log``, else the newest of the agent's."""
+        from nodwyn_retrieval.store.transcripts import NODWYN, sniff  # noqa: PLC0415
+        from nodwyn_retrieval.store.transcripts.sessions import find_sessions  # noqa: PLC0415
+
+        if self.log is not None:
+            return self.log, sniff(self.log)
+        found = find_sessions(top, _agents_of(client))
+        if not found:
+            return None, NODWYN
+        return found[0].path, _readers()[found[0].agent]
+
+    async def _open(
+        self, top: Path, dirs: ProjectDirs, key: str, current: Path | None, reader: Reader
+    ) -> _Opened:
+        from nodwyn_retrieval.entry import Engine  # noqa: PLC0415
+        from nodwyn_retrieval.store.transcripts import NODWYN, add_sessions, place  # noqa: PLC0415
+        from nodwyn_retrieval.store.transcripts.sessions import find_sessions  # noqa: PLC0415
+
         mem_dir = dirs.root / TRANSCRIPTS_DIR
-        current = self.log
-        reader = sniff(current) if current is not None else NODWYN
-        if current is None:
-            found = await asyncio.to_thread(find_sessions, top, _agents_of(client))
-            if found:
-                current, reader = found[0].path, _READERS[found[0].agent]
         if current is not None and reader is not NODWYN:
             place(current, reader, mem_dir)
-        self.transcript = current
 
         def sessions() -> list[tuple[str, Path]]:
             out = []
             for s in find_sessions(top):
-                place(s.path, _READERS[s.agent], mem_dir)
+                place(s.path, _readers()[s.agent], mem_dir)
                 out.append((s.id, s.path))
             return out
 
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path = dirs.root / RECORDS_DIR / f"mcp-{stamp}-{os.getpid()}.jsonl"
-        records = await asyncio.to_thread(LogWriter, path)
-        try:
-            records.append(
-                "note", turn=1, text=f"records of an MCP server session over {current or 'no log'}"
-            )
-            add_sessions(key, sessions)
-            engine = await Engine.open(
-                top, data_dir=self.data_dir, config_dir=self.config_dir, log=current,
-                record=_sink(records), workers=self.workers,
-            )  # fmt: skip
-        except BaseException:
-            add_sessions(key, None)
-            records.close()
-            raise
-        self.key, self.records = key, records
-        return engine
-
-    def _project(self) -> tuple[Path, ProjectDirs, str]:
-        top = git_toplevel(self.given_root) or self.given_root.resolve()
-        key = project_key(top)
-        return top, project_dirs(data_dir(self.data_dir), key), key
+        if self.records is None:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            name = f"mcp-{stamp}-{self.server_pid}.jsonl"
+            self.records = _Records(dirs.root / RECORDS_DIR / name)
+        add_sessions(key, sessions)
+        self.key = key
+        engine = await Engine.open(
+            top, data_dir=self.data_dir, config_dir=self.config_dir, log=current,
+            record=self.records, workers=self.workers,
+        )  # fmt: skip
+        return _Opened(engine, current, (top, dirs, key))
 
     async def call(
         self, name: str, arguments: dict[str, Any], client: str | None
     ) -> tuple[str, bool]:
         """One tool call: the text the model reads, and whether it is an error."""
         try:
+            if not self.given_root.is_dir():
+                raise NotFound(f"root {self.given_root} is not a directory")
             engine = await self.get_engine(client)
             needs_log = (name == "recall" and "task" not in arguments) or (
                 name == "index-search" and arguments.get("scope") == "conversation"
@@ -187,29 +339,230 @@ class McpSession:
             return f"unexpected error: {type(e).__name__}: {e}", True
 
     async def close(self) -> None:
-        if self.key is not None:
-            add_sessions(self.key, None)
+        from nodwyn_retrieval.store.transcripts import add_sessions  # noqa: PLC0415
+
+        early, self._early = self._early, None
+        if early is not None:
+            opened = await early
+            if opened is not None:
+                self.transcript = opened.transcript
+                await _close_opened(opened)
         if self.engine is not None:
             engine, self.engine = self.engine, None
+            loading, self._loading = self._loading, None
+            if loading is not None and not loading.done():
+                loading.cancel()
+                with contextlib.suppress(BaseException):
+                    await loading
             await engine.close()
+        if self.key is not None:
+            add_sessions(self.key, None)
         if self.records is not None:
-            with contextlib.suppress(RetrievalError):
-                self.records.append("note", turn=self.records.turn, text="the server closed")
-            self.records.close()
+            await asyncio.to_thread(self.records.close, self.transcript)
 
 
-def _sink(writer: LogWriter) -> Callable[[dict[str, Any]], None]:
-    """Records appended to the server session's own log."""
+def _readers() -> dict[str, Reader]:
+    from nodwyn_retrieval.store.transcripts.claude import CLAUDE  # noqa: PLC0415
+    from nodwyn_retrieval.store.transcripts.codex import CODEX  # noqa: PLC0415
 
-    def sink(event: dict[str, Any]) -> None:
-        body = dict(event)
-        kind = body.pop("kind")
-        for k in ("seq", "ts", "turn"):
-            body.pop(k, None)
-        agent = body.pop("agent", "main")
-        writer.append(kind, turn=writer.turn, agent=agent, **body)
+    return {"claude": CLAUDE, "codex": CODEX}
 
-    return sink
+
+def _seen(task: asyncio.Task[Any]) -> None:
+    """A loading's failure is the first search's to meet again: it is not raised here."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("loading the index: %s", task.exception())
+
+
+async def _close_opened(opened: _Opened) -> None:
+    if opened.loading is not None and not opened.loading.done():
+        opened.loading.cancel()
+        with contextlib.suppress(BaseException):
+            await opened.loading
+    await opened.engine.close()
+
+
+def engine_main() -> None:
+    """The engine's process: the server's settings as its first argument (JSON), the calls on
+    its standard input and their answers on its standard output, one JSON line each."""
+    settings = json.loads(sys.argv[1])
+    # The pipe is kept apart from standard input and output, which nothing else is to use.
+    fd_in, fd_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.close(null)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's to act on
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    asyncio.run(_engine_loop(settings, fd_in, fd_out))
+
+
+async def _engine_loop(settings: dict[str, Any], fd_in: int, fd_out: int) -> None:
+    given = settings.get("log")
+    session = McpSession(
+        Path(settings["root"]), data_dir=settings.get("data_dir"),
+        config_dir=settings.get("config_dir"), log=Path(given) if given else None,
+        workers=settings.get("workers"), server_pid=settings.get("server_pid"),
+    )  # fmt: skip
+    session.start()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd_in, "rb", buffering=0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(fd_out, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    stop = asyncio.Event()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+    answering: set[asyncio.Task[None]] = set()
+
+    async def answer(request: dict[str, Any]) -> None:
+        arguments = request.get("arguments")
+        text, error = await session.call(
+            str(request.get("name")), arguments if isinstance(arguments, dict) else {},
+            request.get("client"),
+        )  # fmt: skip
+        line = json.dumps({"id": request.get("id"), "text": text, "error": error}) + "\n"
+        with contextlib.suppress(ConnectionError):
+            writer.write(line.encode())
+            await writer.drain()
+
+    async def read() -> None:
+        try:
+            while line := await reader.readline():
+                task = loop.create_task(answer(json.loads(line)))
+                answering.add(task)
+                task.add_done_callback(answering.discard)
+        finally:
+            stop.set()
+
+    reading = loop.create_task(read())
+    await stop.wait()
+    reading.cancel()
+    for task in list(answering):
+        task.cancel()
+    await asyncio.gather(reading, *answering, return_exceptions=True)
+    await session.close()
+    writer.close()
+
+
+# -- the protocol's process -------------------------------------------------------------------
+
+
+class EngineProcess:
+    """The engine's process of one server, seen from the protocol's: started at once, asked each
+    call over its pipe, started again at the next call if it ever ends."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._waiting: dict[int, asyncio.Future[tuple[str, bool]]] = {}
+        self._next = 0
+        self._closed = False
+
+    async def start(self) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _ENGINE_MAIN, json.dumps(self.settings),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT,
+        )  # fmt: skip
+        self._proc = proc
+        self._reading = asyncio.get_running_loop().create_task(self._read(proc))
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        out = proc.stdout
+        try:
+            while out is not None and (line := await out.readline()):
+                answer = json.loads(line)
+                waiting = self._waiting.pop(answer["id"], None)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result((str(answer["text"]), bool(answer["error"])))
+        finally:
+            code = await proc.wait()
+            if self._proc is proc:
+                self._proc = None
+            left, self._waiting = self._waiting, {}
+            for f in left.values():
+                if not f.done():
+                    f.set_result((f"the engine's process ended (exit {code}); call again", True))
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], client: str | None
+    ) -> tuple[str, bool]:
+        """One tool call answered by the engine's process."""
+        if self._closed:
+            return "the server is closing", True
+        if self._proc is None:
+            await self.start()
+        proc = self._proc
+        if proc is None or proc.stdin is None:  # pragma: no cover - just started with a pipe
+            return "the engine's process did not start; call again", True
+        self._next += 1
+        ident = self._next
+        answer: asyncio.Future[tuple[str, bool]] = asyncio.get_running_loop().create_future()
+        self._waiting[ident] = answer
+        request = {"id": ident, "name": name, "arguments": arguments, "client": client}
+        try:
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            await proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as e:
+            self._waiting.pop(ident, None)
+            return f"the engine's process cannot be reached: {e}; call again", True
+        return await answer
+
+    async def close(self) -> None:
+        """Close the engine's process (its Engine closes as its input ends) and wait for it."""
+        self._closed = True
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), CLOSE_SECONDS)
+        except TimeoutError:
+            log.warning("the engine's process did not close in %.0f s: stopped", CLOSE_SECONDS)
+            proc.kill()
+            await proc.wait()
+        if self._reading is not None:
+            with contextlib.suppress(BaseException):
+                await self._reading
+
+
+def _import_sdk() -> tuple[Any, Any, Any]:
+    """The SDK's protocol types, its low-level ``Server`` and its ``stdio_server``.
+
+    The ``mcp`` package's ``__init__`` (and ``mcp.server``'s) import the whole SDK (its client,
+    ``MCPServer``, their transports) to name it at the top; a server on the low-level ``Server``
+    over stdio needs none of that. So the two packages are made without running their
+    ``__init__`` and only the modules the server uses are imported, unless the SDK is imported
+    already or is laid out otherwise, when it is imported as usual."""
+    if "mcp" not in sys.modules:
+        made: list[str] = []
+        try:
+            for name in ("mcp", "mcp.server"):
+                spec = importlib.util.find_spec(name)
+                if spec is None or spec.submodule_search_locations is None:
+                    raise ImportError(name)
+                sys.modules[name] = importlib.util.module_from_spec(spec)
+                made.append(name)
+            sys.modules["mcp"].server = sys.modules["mcp.server"]  # type: ignore[attr-defined]
+            return _sdk_modules()
+        except ImportError:
+            for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
+                del sys.modules[name]
+    return _sdk_modules()
+
+
+def _sdk_modules() -> tuple[Any, Any, Any]:
+    from mcp import types  # noqa: PLC0415
+    from mcp.server.lowlevel.server import Server  # noqa: PLC0415
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415
+
+    return types, Server, stdio_server
 
 
 def _client_name(ctx: Any) -> str | None:
@@ -219,11 +572,10 @@ def _client_name(ctx: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def build_server(session: McpSession) -> Any:
+def build_server(engine: EngineProcess, types: Any, server_class: Any) -> Any:
     """The low-level MCP server of one session."""
     import anyio  # noqa: PLC0415  the optional dependency's, imported when serving
-    from mcp import types  # noqa: PLC0415
-    from mcp.server.lowlevel import Server  # noqa: PLC0415
+    from nodwyn_retrieval import __version__  # noqa: PLC0415
 
     tools = [types.Tool.model_validate(t) for t in mcp_tools()]
 
@@ -232,7 +584,7 @@ def build_server(session: McpSession) -> Any:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = dict(params.arguments or {})
-        text, error = await session.call(params.name, args, _client_name(ctx))
+        text, error = await engine.call(params.name, args, _client_name(ctx))
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": text}], "isError": error}
         )
@@ -244,27 +596,26 @@ def build_server(session: McpSession) -> Any:
         finally:
             # Also when the server is cancelled (the client's SIGTERM): the close is shielded.
             with anyio.CancelScope(shield=True):
-                await session.close()
+                await engine.close()
 
-    from nodwyn_retrieval import __version__  # noqa: PLC0415
-
-    return Server(
+    return server_class(
         SERVER_NAME, version=__version__, instructions=working_rule(conversation=True),
         lifespan=lifespan,
         on_list_tools=list_tools, on_call_tool=call_tool,
     )  # fmt: skip
 
 
-async def serve(session: McpSession) -> None:
+async def serve(settings: dict[str, Any]) -> None:
     """Serve one client over stdin and stdout until it closes the connection."""
-    from mcp.server.stdio import stdio_server  # noqa: PLC0415
-
-    server = build_server(session)
+    engine = EngineProcess(settings)
+    await engine.start()  # before the SDK's import, which it overlaps
+    types, server_class, stdio_server = _import_sdk()
+    server = build_server(engine, types, server_class)
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []
 
     async def stop() -> None:
-        await session.close()
+        await engine.close()
         os._exit(0)  # stdin's reader is a thread blocked in a read: nothing else ends it
 
     def on_sigterm() -> None:
@@ -286,9 +637,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def main(ns: argparse.Namespace) -> int:
     """Run the server the command line asked for (cli.py's ``mcp``)."""
-    try:
-        import mcp.server.lowlevel  # noqa: F401, PLC0415
-    except ImportError:
+    if importlib.util.find_spec("mcp") is None:
         print(
             "nodwyn-retrieval: the MCP server needs the mcp package: "
             "pip install 'nodwyn-retrieval[mcp]'",
@@ -302,15 +651,15 @@ def main(ns: argparse.Namespace) -> int:
     if logp is not None and not logp.is_file():
         print(f"nodwyn-retrieval: no log at {logp}: give a session's .jsonl", file=sys.stderr)
         return 2
-    try:
-        session = McpSession(
-            root, data_dir=getattr(ns, "data_dir", None),
-            config_dir=getattr(ns, "config_dir", None), log=logp,
-            workers=getattr(ns, "workers", None),
-        )  # fmt: skip
-    except RetrievalError as e:
-        print(f"nodwyn-retrieval: {e}", file=sys.stderr)
+    if not root.is_dir():
+        print(f"nodwyn-retrieval: root {root} is not a directory", file=sys.stderr)
         return 2
+    settings = {
+        "root": str(root.absolute()), "data_dir": getattr(ns, "data_dir", None),
+        "config_dir": getattr(ns, "config_dir", None),
+        "log": str(logp.absolute()) if logp is not None else None,
+        "workers": getattr(ns, "workers", None), "server_pid": os.getpid(),
+    }  # fmt: skip
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(session))
+        asyncio.run(serve(settings))
     return 0
