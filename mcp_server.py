@@ -195,8 +195,6 @@ class McpSession:
         workers: int | None = None,
         server_pid: int | None = None,
     ) -> None:
-        if not root.is_dir():
-            raise NotFound(f"root {root} is not a directory")
         self.given_root = root
         self.data_dir = data_dir
         self.config_dir = config_dir
@@ -452,15 +450,22 @@ async def _engine_loop(settings: dict[str, Any], fd_in: int, fd_out: int) -> Non
 # -- the protocol's process -------------------------------------------------------------------
 
 
+@dataclass
+class _Child:
+    """One engine's process: the calls it has not answered yet, by their ids."""
+
+    proc: asyncio.subprocess.Process
+    waiting: dict[int, asyncio.Future[tuple[str, bool]]]
+    reading: asyncio.Task[None] | None = None
+
+
 class EngineProcess:
     """The engine's process of one server, seen from the protocol's: started at once, asked each
     call over its pipe, started again at the next call if it ever ends."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
         self.settings = settings
-        self._proc: asyncio.subprocess.Process | None = None
-        self._reading: asyncio.Task[None] | None = None
-        self._waiting: dict[int, asyncio.Future[tuple[str, bool]]] = {}
+        self._child: _Child | None = None
         self._next = 0
         self._closed = False
 
@@ -469,22 +474,23 @@ class EngineProcess:
             sys.executable, "-c", _ENGINE_MAIN, json.dumps(self.settings),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT,
         )  # fmt: skip
-        self._proc = proc
-        self._reading = asyncio.get_running_loop().create_task(self._read(proc))
+        child = _Child(proc, {})
+        child.reading = asyncio.get_running_loop().create_task(self._read(child))
+        self._child = child
 
-    async def _read(self, proc: asyncio.subprocess.Process) -> None:
-        out = proc.stdout
+    async def _read(self, child: _Child) -> None:
+        out = child.proc.stdout
         try:
             while out is not None and (line := await out.readline()):
                 answer = json.loads(line)
-                waiting = self._waiting.pop(answer["id"], None)
+                waiting = child.waiting.pop(answer["id"], None)
                 if waiting is not None and not waiting.done():
                     waiting.set_result((str(answer["text"]), bool(answer["error"])))
         finally:
-            code = await proc.wait()
-            if self._proc is proc:
-                self._proc = None
-            left, self._waiting = self._waiting, {}
+            code = await child.proc.wait()
+            if self._child is child:
+                self._child = None
+            left, child.waiting = child.waiting, {}
             for f in left.values():
                 if not f.done():
                     f.set_result((f"the engine's process ended (exit {code}); call again", True))
@@ -492,44 +498,53 @@ class EngineProcess:
     async def call(
         self, name: str, arguments: dict[str, Any], client: str | None
     ) -> tuple[str, bool]:
-        """One tool call answered by the engine's process."""
-        if self._closed:
-            return "the server is closing", True
-        if self._proc is None:
-            await self.start()
-        proc = self._proc
-        if proc is None or proc.stdin is None:  # pragma: no cover - just started with a pipe
-            return "the engine's process did not start; call again", True
+        """One tool call answered by the engine's process (one started if none runs)."""
         self._next += 1
         ident = self._next
-        answer: asyncio.Future[tuple[str, bool]] = asyncio.get_running_loop().create_future()
-        self._waiting[ident] = answer
-        request = {"id": ident, "name": name, "arguments": arguments, "client": client}
-        try:
-            proc.stdin.write((json.dumps(request) + "\n").encode())
-            await proc.stdin.drain()
-        except (ConnectionError, RuntimeError) as e:
-            self._waiting.pop(ident, None)
-            return f"the engine's process cannot be reached: {e}; call again", True
-        return await answer
+        request = (json.dumps({"id": ident, "name": name, "arguments": arguments, "client": client})
+                   + "\n").encode()  # fmt: skip
+        for attempt in range(2):
+            if self._closed:
+                return "the server is closing", True
+            child = self._child
+            if child is None or child.proc.returncode is not None:
+                await self.start()
+                child = self._child
+            if child is None or child.proc.stdin is None:  # pragma: no cover - started with pipes
+                return "the engine's process did not start; call again", True
+            answer: asyncio.Future[tuple[str, bool]] = asyncio.get_running_loop().create_future()
+            child.waiting[ident] = answer
+            try:
+                child.proc.stdin.write(request)
+                await child.proc.stdin.drain()
+            except (ConnectionError, RuntimeError) as e:
+                # It ended and its end is not read yet: another one is started for the call.
+                child.waiting.pop(ident, None)
+                if self._child is child:
+                    self._child = None
+                if attempt:
+                    return f"the engine's process cannot be reached: {e}; call again", True
+                continue
+            return await answer
+        return "the engine's process cannot be reached; call again", True  # pragma: no cover
 
     async def close(self) -> None:
         """Close the engine's process (its Engine closes as its input ends) and wait for it."""
         self._closed = True
-        proc = self._proc
-        if proc is None:
+        child, self._child = self._child, None
+        if child is None:
             return
-        if proc.stdin is not None:
-            proc.stdin.close()
+        if child.proc.stdin is not None:
+            child.proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), CLOSE_SECONDS)
+            await asyncio.wait_for(child.proc.wait(), CLOSE_SECONDS)
         except TimeoutError:
             log.warning("the engine's process did not close in %.0f s: stopped", CLOSE_SECONDS)
-            proc.kill()
-            await proc.wait()
-        if self._reading is not None:
+            child.proc.kill()
+            await child.proc.wait()
+        if child.reading is not None:
             with contextlib.suppress(BaseException):
-                await self._reading
+                await child.reading
 
 
 def _import_sdk() -> tuple[Any, Any, Any]:

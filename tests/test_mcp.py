@@ -119,7 +119,7 @@ async def test_claude_code_session_through_the_server(tmp_path: Path, env: dict[
         for g, want in zip(got, mcp_tools(), strict=True):
             assert g["description"] == want["description"]
             assert g["inputSchema"] == want["inputSchema"]
-        # the Engine is opened at the first call, not before
+        # the session's record log is made at the first call, not before
         assert not list(Path(env["NODWYN_RETRIEVAL_DATA_DIR"]).glob("projects/*/records/*"))
 
         text, err = await call(s, "index-update")
