@@ -39,6 +39,8 @@ from nodwyn_retrieval.retrieval.events import (
     Call,
     Card,
     CardMaker,
+    Term,
+    conversation_terms,
     conversation_words,
     event_text,
     unread_reason,
@@ -53,7 +55,7 @@ from nodwyn_retrieval.store.mem import (
     MemIndex,
     mem_path,
     merge_cards,
-    word_key,
+    word_keys,
 )
 
 __all__ = [
@@ -214,6 +216,26 @@ def _mem_postings(mem: MemIndex, keys: dict[str, int], word: str) -> tuple[Any, 
     return mem.postings(word, keys[word])
 
 
+def _held(sources: Sequence[Source], words: Sequence[str]) -> list[str]:
+    """The words that some source's ``.mem`` or tail holds: one search of each ``.mem``'s keys
+    for all of them."""
+    keys = word_keys(words)
+    mask = np.zeros(len(words), dtype=bool)
+    for si, src in enumerate(sources):
+        v = src.view
+        try:
+            if v.mem is not None and v.mem.n_docs:
+                mask |= v.mem.holds(keys)
+        except FormatError as exc:
+            raise Damaged(si, exc) from None
+        if v.tail_docs and v.tail_segment is not None:
+            seg = v.tail_segment
+            for i, w in enumerate(words):
+                if not mask[i] and seg.word_id(w) is not None:
+                    mask[i] = True
+    return [w for w, m in zip(words, mask.tolist(), strict=True) if m]
+
+
 def _collection(
     sources: Sequence[Source], qwords: Sequence[str]
 ) -> tuple[Segment, list[tuple[int, bool, int]]]:
@@ -225,7 +247,7 @@ def _collection(
     the earlier document, so this one segment scores and orders every document as the parts
     would (§9: one collection), for one pass of scoring instead of one per log.
     """
-    keys = {w: word_key(w) for w in qwords}
+    keys = dict(zip(qwords, word_keys(qwords).tolist(), strict=True))
     lengths: list[npt.NDArray[np.uint32]] = []
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
@@ -300,12 +322,9 @@ class _Candidate:
     kind: str
     turn: int
     length: int  # the document's weighted length
-    tfs: tuple[int, ...]  # each query word's frequency in it
+    tfs: tuple[int, ...]  # each term's frequency in it
+    words: frozenset[int]  # the query words it holds, itself or by another form
     also: list[int] = field(default_factory=list)
-    words: frozenset[int] = frozenset()  # the query words it holds
-
-    def __post_init__(self) -> None:
-        self.words = frozenset(i for i, t in enumerate(self.tfs) if t)
 
 
 def _first_person_seq(src: Source) -> int | None:
@@ -330,12 +349,13 @@ def _candidates(
     sources: Sequence[Source],
     segment: Segment,
     starts: list[tuple[int, bool, int]],
-    qwords: Sequence[str],
+    terms: Sequence[Term],
     limit: int,
 ) -> list[_Candidate]:
-    hits = search_all([Part(segment)], qwords, limit * CANDIDATES)
+    weights: dict[str, float] = {t.word: t.weight for t in terms}
+    hits = search_all([Part(segment)], weights, limit * CANDIDATES)
     bases = [b for _, _, b in starts]
-    postings = [segment.postings(w) for w in qwords]
+    postings = [segment.postings(t.word) for t in terms]
     meta: dict[int, Any] = {}
     firsts: dict[int, int | None] = {}
     out: list[_Candidate] = []
@@ -370,7 +390,10 @@ def _candidates(
             if first is not None and seq < first:
                 score *= SETUP_WEIGHT
         length = int(segment.lengths[h.doc])
-        out.append(_Candidate(si, in_mem, doc, score, seq, kind, turn, length, tuple(tfs)))
+        held = frozenset(t.of for t, n in zip(terms, tfs, strict=True) if n)
+        out.append(
+            _Candidate(si, in_mem, doc, score, seq, kind, turn, length, tuple(tfs), held)
+        )
     out.sort(key=lambda c: -c.score)  # stable: a tie keeps search_all's order
     return out
 
@@ -422,9 +445,10 @@ def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogH
     limit are then weighed and ordered (docs/conversation.md): a log's setup weighs little,
     near-duplicates become one result naming the others' seqs, and an original ranks before the
     model's restatement of it."""
-    qwords = conversation_words(query)
+    terms = conversation_terms(conversation_words(query), partial(_held, sources))
+    qwords = [t.word for t in terms]
     segment, starts = _collection(sources, qwords)
-    cands = _originals_first(_collapse(_candidates(sources, segment, starts, qwords, limit)))
+    cands = _originals_first(_collapse(_candidates(sources, segment, starts, terms, limit)))
     events: dict[int, Any] = {}
     out: list[LogHit] = []
     for c in cands[:limit]:

@@ -487,6 +487,23 @@ class MemIndex:
             view.release()  # the map cannot close while a view of it is held
         return i if hit else None
 
+    def holds(self, keys: U64) -> npt.NDArray[np.bool_]:
+        """Which of the word keys (:func:`word_key`) this ``.mem`` holds: one search of the
+        stored keys for all of them."""
+        v = self.n_words
+        if not v or not keys.size:
+            return np.zeros(keys.shape[0], dtype=bool)
+        off = self._sec[_S["keys"]][0]
+        view = memoryview(self._buf)[off : off + 8 * v]
+        try:
+            arr = np.frombuffer(view, dtype="<u8")
+            at = np.minimum(np.searchsorted(arr, keys), v - 1)
+            hit: npt.NDArray[np.bool_] = arr[at] == keys
+            del arr
+        finally:
+            view.release()  # the map cannot close while a view of it is held
+        return hit
+
     def postings(self, word: str, key: int | None = None) -> tuple[U32, U32]:
         """The documents holding word (ascending) and its weighted frequency in each, checked.
         ``key`` is the word's :func:`word_key`, when the caller has it already."""
