@@ -18,7 +18,6 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,7 +51,6 @@ from nodwyn_retrieval.store.mem import (
     LOCK_NAME,
     LOCK_SECONDS,
     LogView,
-    MemIndex,
     mem_path,
     merge_cards,
     word_keys,
@@ -212,32 +210,52 @@ class Source:
         return mem.n_cards + sum(1 for t in self.tail_cards() if mem.card(t) is None)
 
 
-def _mem_postings(mem: MemIndex, keys: dict[str, int], word: str) -> tuple[Any, Any]:
-    return mem.postings(word, keys[word])
+class _Lookup:
+    """Where the words a search asks about are in each source: for a ``.mem``, each word's index
+    (one search of its keys for all the words at once), for the events after it, whether they
+    hold the word. The postings are then read for the words a source holds only."""
 
+    def __init__(self, sources: Sequence[Source]) -> None:
+        self.sources = sources
+        self.at: list[dict[str, int]] = [{} for _ in sources]
+        """For each source's ``.mem``, each word it holds and its index there."""
+        self.tail: list[set[str]] = [set() for _ in sources]
+        """For each source's tail, the words it holds."""
 
-def _held(sources: Sequence[Source], words: Sequence[str]) -> list[str]:
-    """The words that some source's ``.mem`` or tail holds: one search of each ``.mem``'s keys
-    for all of them."""
-    keys = word_keys(words)
-    mask = np.zeros(len(words), dtype=bool)
-    for si, src in enumerate(sources):
-        v = src.view
-        try:
+    def held(self, words: Sequence[str]) -> list[str]:
+        """The words some source holds (every word's place is kept for :meth:`postings`)."""
+        words = list(dict.fromkeys(words))
+        if not words:
+            return []
+        keys = word_keys(words)
+        any_held = np.zeros(len(words), dtype=bool)
+        for si, src in enumerate(self.sources):
+            v = src.view
             if v.mem is not None and v.mem.n_docs:
-                mask |= v.mem.holds(keys)
-        except FormatError as exc:
-            raise Damaged(si, exc) from None
-        if v.tail_docs and v.tail_segment is not None:
-            seg = v.tail_segment
-            for i, w in enumerate(words):
-                if not mask[i] and seg.word_id(w) is not None:
-                    mask[i] = True
-    return [w for w, m in zip(words, mask.tolist(), strict=True) if m]
+                try:
+                    found = v.mem.find_keys(keys)
+                except FormatError as exc:
+                    raise Damaged(si, exc) from None
+                hit = np.flatnonzero(found >= 0)
+                if hit.size:
+                    any_held[hit] = True
+                    self.at[si].update(
+                        zip([words[j] for j in hit.tolist()], found[hit].tolist(), strict=True)
+                    )
+            if v.tail_docs and v.tail_segment is not None:
+                seg = v.tail_segment
+                got = {w for w in words if seg.word_id(w) is not None}
+                if got:
+                    self.tail[si] |= got
+                    any_held[[j for j, w in enumerate(words) if w in got]] = True
+        return [w for w, m in zip(words, any_held.tolist(), strict=True) if m]
+
+
+_EMPTY = np.zeros(0, dtype=np.uint32)
 
 
 def _collection(
-    sources: Sequence[Source], qwords: Sequence[str]
+    sources: Sequence[Source], qwords: Sequence[str], lookup: _Lookup
 ) -> tuple[Segment, list[tuple[int, bool, int]]]:
     """One segment holding every source's documents end to end, the ``.mem``'s then the events
     after it, source after source, with the query's words' postings only; and where each part
@@ -246,8 +264,10 @@ def _collection(
     search_all's statistics are sums over its parts, and a tie goes to the earlier part and then
     the earlier document, so this one segment scores and orders every document as the parts
     would (§9: one collection), for one pass of scoring instead of one per log.
+
+    ``lookup`` has been asked about every word (:meth:`_Lookup.held`): a source's postings are
+    read for the words it holds only.
     """
-    keys = dict(zip(qwords, word_keys(qwords).tolist(), strict=True))
     lengths: list[npt.NDArray[np.uint32]] = []
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
@@ -255,17 +275,19 @@ def _collection(
     base = 0
     for si, src in enumerate(sources):
         v = src.view
-        parts: list[tuple[bool, Callable[[str], tuple[Any, Any]], npt.NDArray[np.uint32]]] = []
         try:
-            if v.mem is not None and v.mem.n_docs:
-                mem = v.mem
-                parts.append((True, partial(_mem_postings, mem, keys), mem.lengths()))
-            if v.tail_docs and v.tail_segment is not None:
-                seg = v.tail_segment
-                parts.append((False, seg.postings, seg.lengths))
-            for in_mem, postings, lens in parts:
-                for w in qwords:
-                    d, t = postings(w)
+            for in_mem in (True, False):
+                if in_mem and v.mem is not None and v.mem.n_docs:
+                    mem, at = v.mem, lookup.at[si]
+                    got = [(w, mem.postings_at(at[w])) for w in qwords if w in at]
+                    lens = mem.lengths()
+                elif not in_mem and v.tail_docs and v.tail_segment is not None:
+                    seg, held = v.tail_segment, lookup.tail[si]
+                    got = [(w, seg.postings(w)) for w in qwords if w in held]
+                    lens = seg.lengths
+                else:
+                    continue
+                for w, (d, t) in got:
                     if d.size:
                         docs[w].append(d.astype(np.uint32) + np.uint32(base))
                         tfs[w].append(t.astype(np.uint32))
@@ -445,9 +467,10 @@ def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogH
     limit are then weighed and ordered (docs/conversation.md): a log's setup weighs little,
     near-duplicates become one result naming the others' seqs, and an original ranks before the
     model's restatement of it."""
-    terms = conversation_terms(conversation_words(query), partial(_held, sources))
+    lookup = _Lookup(sources)
+    terms = conversation_terms(conversation_words(query), lookup.held)
     qwords = [t.word for t in terms]
-    segment, starts = _collection(sources, qwords)
+    segment, starts = _collection(sources, qwords, lookup)
     cands = _originals_first(_collapse(_candidates(sources, segment, starts, terms, limit)))
     events: dict[int, Any] = {}
     out: list[LogHit] = []

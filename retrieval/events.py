@@ -599,7 +599,8 @@ def conversation_terms(
     :data:`DERIVATIONS` relates to its own (``reproduction`` and ``reproduce``, which the name
     ``reproduce_bug`` holds as a part). A name with digits, ``_`` or ``-`` and a word under four
     letters have no forms: ``reproduce_bug`` is found whole, and its parts by their forms.
-    ``held`` is asked once, with every candidate, and returns those the logs hold.
+    ``held`` is asked once, with the query's words and every candidate, and returns those the
+    logs hold.
     """
     own = set(qwords)
     cands: dict[str, None] = {}
@@ -612,7 +613,7 @@ def conversation_terms(
             cands.update(dict.fromkeys(_derived_candidates(s2)))
     for w in own:
         cands.pop(w, None)
-    found = set(held(list(cands))) if cands else set()
+    found = set(held([*qwords, *cands]))
     terms = [Term(w, i, 1.0) for i, w in enumerate(qwords)]
     seen = set(own)
     for i, w in enumerate(qwords):

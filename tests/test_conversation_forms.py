@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.events import (
     FORM_WEIGHT,
     Term,
@@ -15,6 +16,7 @@ from nodwyn_retrieval.retrieval.events import (
     conversation_words,
 )
 from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
+from nodwyn_retrieval.store.transcripts import NODWYN, reader_for
 
 from tests.support import Log
 from tests.test_conversation import search
@@ -137,3 +139,38 @@ def test_a_mem_says_which_keys_it_holds(tmp_path: Path) -> None:
         got = mem.holds(word_keys(words))
         assert got.tolist() == [True, True, False, True, False]
         assert mem.holds(np.zeros(0, dtype=np.uint64)).shape == (0,)
+
+
+def test_a_words_index_reads_the_postings_its_word_reads(tmp_path: Path) -> None:
+    lg, _ = audit_log(tmp_path / "t.jsonl")
+    LogView.open(lg.path).close()
+    words = ["auditing", "packages", "zebra"]
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        at = mem.find_keys(word_keys(words)).tolist()
+        assert at[2] == -1
+        assert min(at[:2]) >= 0
+        for w, i in zip(words[:2], at[:2], strict=True):
+            d1, t1 = mem.postings(w)
+            d2, t2 = mem.postings_at(i)
+            assert (d1.tolist(), t1.tolist()) == (d2.tolist(), t2.tolist())
+            assert d1.size
+        for bad in (-1, mem.n_words):
+            with pytest.raises(FormatError, match="rebuild"):
+                mem.postings_at(bad)
+
+
+def test_which_agent_reads_a_log_follows_the_environment_at_each_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agents' directories are remembered for the environment they were made from.
+    log = tmp_path / "one" / "projects" / "p" / "s.jsonl"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "one"))
+    assert reader_for(log) is not NODWYN
+    assert mem_path(log).parent != log.parent  # a transcript's .mem is in the data directory
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "two"))
+    assert reader_for(log) is NODWYN
+    assert mem_path(log) == log.with_suffix(".mem")
+    rollout = tmp_path / "cx" / "sessions" / "r.jsonl"
+    assert reader_for(rollout) is NODWYN
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "cx"))
+    assert reader_for(rollout) is not NODWYN
