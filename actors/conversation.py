@@ -289,8 +289,8 @@ def _collection(
                     continue
                 for w, (d, t) in got:
                     if d.size:
-                        docs[w].append(d.astype(np.uint32) + np.uint32(base))
-                        tfs[w].append(t.astype(np.uint32))
+                        docs[w].append(d + np.uint32(base) if base else d)
+                        tfs[w].append(t)
                 starts.append((si, in_mem, base))
                 lengths.append(lens)
                 base += int(lens.shape[0])
@@ -377,18 +377,24 @@ def _candidates(
     weights: dict[str, float] = {t.word: t.weight for t in terms}
     hits = search_all([Part(segment)], weights, limit * CANDIDATES)
     bases = [b for _, _, b in starts]
-    postings = [segment.postings(t.word) for t in terms]
+    # Each term's frequency in each hit: one search of the term's documents for all the hits.
+    wanted = np.asarray([h.doc for h in hits], dtype=np.int64)
+    per_term: list[list[int]] = []
+    for t in terms:
+        docs, tf = segment.postings(t.word)
+        if not docs.size:
+            per_term.append([0] * len(hits))
+            continue
+        k = np.minimum(np.searchsorted(docs, wanted), docs.shape[0] - 1)
+        per_term.append(np.where(docs[k] == wanted, tf[k], 0).tolist())
+    hit_tfs = list(zip(*per_term, strict=True)) if per_term else [()] * len(hits)
     meta: dict[int, Any] = {}
     firsts: dict[int, int | None] = {}
     out: list[_Candidate] = []
-    for h in hits:
+    for h, tfs in zip(hits, hit_tfs, strict=True):
         si, in_mem, base = starts[bisect.bisect_right(bases, h.doc) - 1]
         doc = h.doc - base
         v = sources[si].view
-        tfs: list[int] = []
-        for docs, tf in postings:
-            k = int(np.searchsorted(docs, h.doc))
-            tfs.append(int(tf[k]) if k < docs.shape[0] and int(docs[k]) == h.doc else 0)
         try:
             if in_mem and v.mem is not None:
                 if si not in meta:
@@ -413,9 +419,7 @@ def _candidates(
                 score *= SETUP_WEIGHT
         length = int(segment.lengths[h.doc])
         held = frozenset(t.of for t, n in zip(terms, tfs, strict=True) if n)
-        out.append(
-            _Candidate(si, in_mem, doc, score, seq, kind, turn, length, tuple(tfs), held)
-        )
+        out.append(_Candidate(si, in_mem, doc, score, seq, kind, turn, length, tfs, held))
     out.sort(key=lambda c: -c.score)  # stable: a tie keeps search_all's order
     return out
 
