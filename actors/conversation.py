@@ -221,10 +221,13 @@ class _Lookup:
         """For each source's ``.mem``, each word it holds and its index there."""
         self.tail: list[set[str]] = [set() for _ in sources]
         """For each source's tail, the words it holds."""
+        self.asked: set[str] = set()
+        """Every word asked about."""
 
     def held(self, words: Sequence[str]) -> list[str]:
-        """The words some source holds (every word's place is kept for :meth:`postings`)."""
+        """The words some source holds (every word's place is kept for :func:`_collection`)."""
         words = list(dict.fromkeys(words))
+        self.asked.update(words)
         if not words:
             return []
         keys = word_keys(words)
@@ -265,9 +268,10 @@ def _collection(
     the earlier document, so this one segment scores and orders every document as the parts
     would (§9: one collection), for one pass of scoring instead of one per log.
 
-    ``lookup`` has been asked about every word (:meth:`_Lookup.held`): a source's postings are
-    read for the words it holds only.
+    ``lookup`` says where each word is (:meth:`_Lookup.held`, asked here for any word it was not
+    asked about): a source's postings are read for the words it holds only.
     """
+    lookup.held([w for w in qwords if w not in lookup.asked])
     lengths: list[npt.NDArray[np.uint32]] = []
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}

@@ -577,12 +577,15 @@ def _derived_stems(s: str) -> list[str]:
     return list(out)
 
 
+_DERIVED_ENDINGS = ("", "e", "s", "es", "ed", "ing", "ion", "ions")
+"""The words of a derived stem looked up: the stem as a word (``fail``), with ``e``
+(``reproduce``), its verb forms, and its nouns (``reproduction``). A short list: every candidate
+costs a lookup in every log a search reads."""
+
+
 def _derived_candidates(s: str) -> list[str]:
-    """Words that may have stem s: s, s + ``e``, and their forms' candidates."""
-    out: dict[str, None] = {s: None, s + "e": None}
-    for base in (s, s + "e"):
-        out.update(dict.fromkeys(_recorded(base)))
-    return list(out)
+    """Words that may have stem s (:data:`_DERIVED_ENDINGS`)."""
+    return [s + e for e in _DERIVED_ENDINGS]
 
 
 def conversation_terms(
@@ -604,13 +607,13 @@ def conversation_terms(
     """
     own = set(qwords)
     cands: dict[str, None] = {}
-    derived: list[list[str]] = []
+    derived: list[list[tuple[str, list[str]]]] = []
     for w in qwords:
         cands.update(dict.fromkeys(_recorded(w)))
         stems = _derived_stems(stem(w)) if derivations and len(w) >= 4 and w.isalpha() else []
-        derived.append(stems)
-        for s2 in stems:
-            cands.update(dict.fromkeys(_derived_candidates(s2)))
+        derived.append([(s2, _derived_candidates(s2)) for s2 in stems])
+        for _, more in derived[-1]:
+            cands.update(dict.fromkeys(more))
     for w in own:
         cands.pop(w, None)
     found = set(held([*qwords, *cands]))
@@ -618,8 +621,8 @@ def conversation_terms(
     seen = set(own)
     for i, w in enumerate(qwords):
         forms = word_forms(w, found.__contains__)
-        for s2 in derived[i]:
-            forms += [c for c in _derived_candidates(s2) if c in found and stem(c) == s2]
+        for s2, more in derived[i]:
+            forms += [c for c in more if c in found and stem(c) == s2]
         for f in forms:
             if f not in seen:
                 seen.add(f)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import mmap
+import operator
 import os
 import struct
 import sys
@@ -547,7 +548,7 @@ class MemIndex:
             dl = struct.unpack_from(f"<{n}{'H' if dw == 2 else 'I'}", buf, p0)
             tl = struct.unpack_from(f"<{n}{_TF_CODES[width]}", buf, p0 + n * dw)
             sd = sum(dl) + n
-            st = sum(t * j for j, t in enumerate(tl, 1)) + n * (n + 1) // 2
+            st = sum(map(operator.mul, tl, range(1, n + 1))) + n * (n + 1) // 2
             h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + (pb - pa) * _M_SIZE) & _MASK32
             if _fold16(h) != check:
                 raise _bad(f"postings of word {i} fail their check")
@@ -565,7 +566,7 @@ class MemIndex:
 
     def lengths(self) -> U32:
         """Each document's weighted length."""
-        arr = np.frombuffer(self._section("doc_len"), dtype="<u4").astype(np.uint32)
+        arr = np.frombuffer(self._section("doc_len"), dtype="<u4").astype(np.uint32, copy=False)
         if arr.size and int(arr.max()) > MAX_QUANTITY:
             raise _bad("document length past 2**31-1")
         return arr
