@@ -254,9 +254,6 @@ class _Lookup:
         return [w for w, m in zip(words, any_held.tolist(), strict=True) if m]
 
 
-_EMPTY = np.zeros(0, dtype=np.uint32)
-
-
 def _collection(
     sources: Sequence[Source], qwords: Sequence[str], lookup: _Lookup
 ) -> tuple[Segment, list[tuple[int, bool, int]]]:
