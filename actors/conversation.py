@@ -468,10 +468,11 @@ def _originals_first(cands: list[_Candidate]) -> list[_Candidate]:
 
 def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogHit]:
     """The events of every source ranked as one collection (§9: retrieval.bm25.search_all), best
-    first; a tie goes to the earlier source, then to the earlier event. The best few times the
-    limit are then weighed and ordered (docs/conversation.md): a log's setup weighs little,
-    near-duplicates become one result naming the others' seqs, and an original ranks before the
-    model's restatement of it."""
+    first; a tie goes to the earlier source, then to the earlier event. Each query word also
+    ranks by its other forms that the sources hold, at a lower weight
+    (retrieval.events.conversation_terms). The best few times the limit are then weighed and
+    ordered (docs/conversation.md): a log's setup weighs little, near-duplicates become one
+    result naming the others' seqs, and an original ranks before the model's restatement of it."""
     lookup = _Lookup(sources)
     terms = conversation_terms(conversation_words(query), lookup.held)
     qwords = [t.word for t in terms]
