@@ -18,7 +18,6 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +38,8 @@ from nodwyn_retrieval.retrieval.events import (
     Call,
     Card,
     CardMaker,
+    Term,
+    conversation_terms,
     conversation_words,
     event_text,
     unread_reason,
@@ -50,10 +51,9 @@ from nodwyn_retrieval.store.mem import (
     LOCK_NAME,
     LOCK_SECONDS,
     LogView,
-    MemIndex,
     mem_path,
     merge_cards,
-    word_key,
+    word_keys,
 )
 
 __all__ = [
@@ -210,12 +210,52 @@ class Source:
         return mem.n_cards + sum(1 for t in self.tail_cards() if mem.card(t) is None)
 
 
-def _mem_postings(mem: MemIndex, keys: dict[str, int], word: str) -> tuple[Any, Any]:
-    return mem.postings(word, keys[word])
+class _Lookup:
+    """Where the words a search asks about are in each source: for a ``.mem``, each word's index
+    (one search of its keys for all the words at once), for the events after it, whether they
+    hold the word. The postings are then read for the words a source holds only."""
+
+    def __init__(self, sources: Sequence[Source]) -> None:
+        self.sources = sources
+        self.at: list[dict[str, int]] = [{} for _ in sources]
+        """For each source's ``.mem``, each word it holds and its index there."""
+        self.tail: list[set[str]] = [set() for _ in sources]
+        """For each source's tail, the words it holds."""
+        self.asked: set[str] = set()
+        """Every word asked about."""
+
+    def held(self, words: Sequence[str]) -> list[str]:
+        """The words some source holds (every word's place is kept for :func:`_collection`)."""
+        words = list(dict.fromkeys(words))
+        self.asked.update(words)
+        if not words:
+            return []
+        keys = word_keys(words)
+        any_held = np.zeros(len(words), dtype=bool)
+        for si, src in enumerate(self.sources):
+            v = src.view
+            if v.mem is not None and v.mem.n_docs:
+                try:
+                    found = v.mem.find_keys(keys)
+                except FormatError as exc:
+                    raise Damaged(si, exc) from None
+                hit = np.flatnonzero(found >= 0)
+                if hit.size:
+                    any_held[hit] = True
+                    self.at[si].update(
+                        zip([words[j] for j in hit.tolist()], found[hit].tolist(), strict=True)
+                    )
+            if v.tail_docs and v.tail_segment is not None:
+                seg = v.tail_segment
+                got = {w for w in words if seg.word_id(w) is not None}
+                if got:
+                    self.tail[si] |= got
+                    any_held[[j for j, w in enumerate(words) if w in got]] = True
+        return [w for w, m in zip(words, any_held.tolist(), strict=True) if m]
 
 
 def _collection(
-    sources: Sequence[Source], qwords: Sequence[str]
+    sources: Sequence[Source], qwords: Sequence[str], lookup: _Lookup
 ) -> tuple[Segment, list[tuple[int, bool, int]]]:
     """One segment holding every source's documents end to end, the ``.mem``'s then the events
     after it, source after source, with the query's words' postings only; and where each part
@@ -224,8 +264,11 @@ def _collection(
     search_all's statistics are sums over its parts, and a tie goes to the earlier part and then
     the earlier document, so this one segment scores and orders every document as the parts
     would (§9: one collection), for one pass of scoring instead of one per log.
+
+    ``lookup`` says where each word is (:meth:`_Lookup.held`, asked here for any word it was not
+    asked about): a source's postings are read for the words it holds only.
     """
-    keys = {w: word_key(w) for w in qwords}
+    lookup.held([w for w in qwords if w not in lookup.asked])
     lengths: list[npt.NDArray[np.uint32]] = []
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
@@ -233,20 +276,22 @@ def _collection(
     base = 0
     for si, src in enumerate(sources):
         v = src.view
-        parts: list[tuple[bool, Callable[[str], tuple[Any, Any]], npt.NDArray[np.uint32]]] = []
         try:
-            if v.mem is not None and v.mem.n_docs:
-                mem = v.mem
-                parts.append((True, partial(_mem_postings, mem, keys), mem.lengths()))
-            if v.tail_docs and v.tail_segment is not None:
-                seg = v.tail_segment
-                parts.append((False, seg.postings, seg.lengths))
-            for in_mem, postings, lens in parts:
-                for w in qwords:
-                    d, t = postings(w)
+            for in_mem in (True, False):
+                if in_mem and v.mem is not None and v.mem.n_docs:
+                    mem, at = v.mem, lookup.at[si]
+                    got = [(w, mem.postings_at(at[w])) for w in qwords if w in at]
+                    lens = mem.lengths()
+                elif not in_mem and v.tail_docs and v.tail_segment is not None:
+                    seg, held = v.tail_segment, lookup.tail[si]
+                    got = [(w, seg.postings(w)) for w in qwords if w in held]
+                    lens = seg.lengths
+                else:
+                    continue
+                for w, (d, t) in got:
                     if d.size:
-                        docs[w].append(d.astype(np.uint32) + np.uint32(base))
-                        tfs[w].append(t.astype(np.uint32))
+                        docs[w].append(d + np.uint32(base) if base else d)
+                        tfs[w].append(t)
                 starts.append((si, in_mem, base))
                 lengths.append(lens)
                 base += int(lens.shape[0])
@@ -300,12 +345,9 @@ class _Candidate:
     kind: str
     turn: int
     length: int  # the document's weighted length
-    tfs: tuple[int, ...]  # each query word's frequency in it
+    tfs: tuple[int, ...]  # each term's frequency in it
+    words: frozenset[int]  # the query words it holds, itself or by another form
     also: list[int] = field(default_factory=list)
-    words: frozenset[int] = frozenset()  # the query words it holds
-
-    def __post_init__(self) -> None:
-        self.words = frozenset(i for i, t in enumerate(self.tfs) if t)
 
 
 def _first_person_seq(src: Source) -> int | None:
@@ -330,23 +372,30 @@ def _candidates(
     sources: Sequence[Source],
     segment: Segment,
     starts: list[tuple[int, bool, int]],
-    qwords: Sequence[str],
+    terms: Sequence[Term],
     limit: int,
 ) -> list[_Candidate]:
-    hits = search_all([Part(segment)], qwords, limit * CANDIDATES)
+    weights: dict[str, float] = {t.word: t.weight for t in terms}
+    hits = search_all([Part(segment)], weights, limit * CANDIDATES)
     bases = [b for _, _, b in starts]
-    postings = [segment.postings(w) for w in qwords]
+    # Each term's frequency in each hit: one search of the term's documents for all the hits.
+    wanted = np.asarray([h.doc for h in hits], dtype=np.int64)
+    per_term: list[list[int]] = []
+    for t in terms:
+        docs, tf = segment.postings(t.word)
+        if not docs.size:
+            per_term.append([0] * len(hits))
+            continue
+        k = np.minimum(np.searchsorted(docs, wanted), docs.shape[0] - 1)
+        per_term.append(np.where(docs[k] == wanted, tf[k], 0).tolist())
+    hit_tfs = list(zip(*per_term, strict=True)) if per_term else [()] * len(hits)
     meta: dict[int, Any] = {}
     firsts: dict[int, int | None] = {}
     out: list[_Candidate] = []
-    for h in hits:
+    for h, tfs in zip(hits, hit_tfs, strict=True):
         si, in_mem, base = starts[bisect.bisect_right(bases, h.doc) - 1]
         doc = h.doc - base
         v = sources[si].view
-        tfs: list[int] = []
-        for docs, tf in postings:
-            k = int(np.searchsorted(docs, h.doc))
-            tfs.append(int(tf[k]) if k < docs.shape[0] and int(docs[k]) == h.doc else 0)
         try:
             if in_mem and v.mem is not None:
                 if si not in meta:
@@ -370,7 +419,8 @@ def _candidates(
             if first is not None and seq < first:
                 score *= SETUP_WEIGHT
         length = int(segment.lengths[h.doc])
-        out.append(_Candidate(si, in_mem, doc, score, seq, kind, turn, length, tuple(tfs)))
+        held = frozenset(t.of for t, n in zip(terms, tfs, strict=True) if n)
+        out.append(_Candidate(si, in_mem, doc, score, seq, kind, turn, length, tfs, held))
     out.sort(key=lambda c: -c.score)  # stable: a tie keeps search_all's order
     return out
 
@@ -418,13 +468,16 @@ def _originals_first(cands: list[_Candidate]) -> list[_Candidate]:
 
 def rank_sources(sources: Sequence[Source], query: str, limit: int) -> list[LogHit]:
     """The events of every source ranked as one collection (§9: retrieval.bm25.search_all), best
-    first; a tie goes to the earlier source, then to the earlier event. The best few times the
-    limit are then weighed and ordered (docs/conversation.md): a log's setup weighs little,
-    near-duplicates become one result naming the others' seqs, and an original ranks before the
-    model's restatement of it."""
-    qwords = conversation_words(query)
-    segment, starts = _collection(sources, qwords)
-    cands = _originals_first(_collapse(_candidates(sources, segment, starts, qwords, limit)))
+    first; a tie goes to the earlier source, then to the earlier event. Each query word also
+    ranks by its other forms that the sources hold, at a lower weight
+    (retrieval.events.conversation_terms). The best few times the limit are then weighed and
+    ordered (docs/conversation.md): a log's setup weighs little, near-duplicates become one
+    result naming the others' seqs, and an original ranks before the model's restatement of it."""
+    lookup = _Lookup(sources)
+    terms = conversation_terms(conversation_words(query), lookup.held)
+    qwords = [t.word for t in terms]
+    segment, starts = _collection(sources, qwords, lookup)
+    cands = _originals_first(_collapse(_candidates(sources, segment, starts, terms, limit)))
     events: dict[int, Any] = {}
     out: list[LogHit] = []
     for c in cands[:limit]:

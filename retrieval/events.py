@@ -33,7 +33,7 @@ Everything shown or indexed is redacted first (§3, ADR 43): no known credential
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,14 +46,18 @@ from nodwyn_retrieval.retrieval.words import (
     encode,
     query_words,
     run_counts,
+    stem,
     translate,
+    word_forms,
 )
 
 __all__ = [
     "CALL_CHARS",
     "CALL_WEIGHT",
     "CARD_LINE_CHARS",
+    "DERIVATIONS",
     "EVENTS_VERSION",
+    "FORM_WEIGHT",
     "MAIN",
     "NAME_WEIGHT",
     "NEVER_RANKED",
@@ -65,7 +69,9 @@ __all__ = [
     "CardMaker",
     "EventText",
     "Memo",
+    "Term",
     "agent_of",
+    "conversation_terms",
     "conversation_words",
     "event_counts",
     "event_fields",
@@ -508,6 +514,120 @@ def conversation_words(query: str) -> list[str]:
     found = query_words(query)
     kept = [w for w in found if w not in CONVERSATION_STOP_WORDS]
     return kept or found
+
+
+# -- word forms ----------------------------------------------------------------------------------
+
+FORM_WEIGHT = 0.5
+"""Another form of a query word (``auditing`` for ``audits``) weighs this share of the word, as
+in a repository search (retrieval.tree.Ranking.forms)."""
+
+DERIVATIONS: tuple[tuple[str, str], ...] = (
+    ("duct", "duc"),  # reproduction, reproduce
+    ("is", "id"),  # decision, decide
+    ("us", "ud"),  # conclusion, conclude
+    ("os", "od"),  # explosion, explode
+    ("script", "scrib"),  # description, describe
+    ("miss", "mit"),  # permission, permit
+    ("cept", "ceiv"),  # reception, receive
+    ("olut", "olv"),  # solution, solve
+    ("osit", "os"),  # composition, compose
+    ("ur", ""),  # failure, fail
+)
+"""English derivations whose two words the stemmer gives different stems (``reproduct``,
+``reproduc``): the end of one stem and of the other, read both ways. A word of the other stem
+counts as a form of the query's word when the log holds it, as :func:`retrieval.words.word_forms`
+counts the forms of one stem."""
+_DERIVED_MIN = 3
+"""A derivation keeps at least this many letters of the stem before the end it changes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A word a conversation or earlier-task search ranks by."""
+
+    word: str
+    """The word as the index holds it."""
+    of: int
+    """The query word it stands for: its index in :func:`conversation_words`."""
+    weight: float
+    """1 for the query's own word, :data:`FORM_WEIGHT` for another form of it."""
+
+
+def _recorded(word: str) -> list[str]:
+    """The words :func:`retrieval.words.word_forms` would look up for word."""
+    asked: list[str] = []
+
+    def ask(c: str) -> bool:
+        asked.append(c)
+        return False
+
+    word_forms(word, ask)
+    return asked
+
+
+def _derived_stems(s: str) -> list[str]:
+    """The stems of word that :data:`DERIVATIONS` relate to a word of stem s."""
+    out: dict[str, None] = {}
+    for a, b in DERIVATIONS:
+        for end, other in ((a, b), (b, a)):
+            if s.endswith(end) and len(s) - len(end) >= _DERIVED_MIN:
+                out[s[: len(s) - len(end)] + other] = None
+    out.pop(s, None)
+    return list(out)
+
+
+_DERIVED_ENDINGS = ("", "e", "s", "es", "ed", "ing", "ion", "ions")
+"""The words of a derived stem looked up: the stem as a word (``fail``), with ``e``
+(``reproduce``), its verb forms, and its nouns (``reproduction``). A short list: every candidate
+costs a lookup in every log a search reads."""
+
+
+def _derived_candidates(s: str) -> list[str]:
+    """Words that may have stem s (:data:`_DERIVED_ENDINGS`)."""
+    return [s + e for e in _DERIVED_ENDINGS]
+
+
+def conversation_terms(
+    qwords: Sequence[str],
+    held: Callable[[Sequence[str]], Collection[str]],
+    *,
+    derivations: bool = True,
+) -> list[Term]:
+    """The terms a conversation or earlier-task search ranks by: each query word (weight 1),
+    then the other forms of each that the logs hold (:data:`FORM_WEIGHT`).
+
+    A word's forms are the repository's (:func:`retrieval.words.word_forms`: the same English
+    stem, ``audits`` and ``auditing``) and, with ``derivations``, the words of a stem
+    :data:`DERIVATIONS` relates to its own (``reproduction`` and ``reproduce``, which the name
+    ``reproduce_bug`` holds as a part). A name with digits, ``_`` or ``-`` and a word under four
+    letters have no forms: ``reproduce_bug`` is found whole, and its parts by their forms.
+    ``held`` is asked once, with the query's words and every candidate, and returns those the
+    logs hold.
+    """
+    own = set(qwords)
+    cands: dict[str, None] = {}
+    derived: list[list[tuple[str, list[str]]]] = []
+    for w in qwords:
+        cands.update(dict.fromkeys(_recorded(w)))
+        stems = _derived_stems(stem(w)) if derivations and len(w) >= 4 and w.isalpha() else []
+        derived.append([(s2, _derived_candidates(s2)) for s2 in stems])
+        for _, more in derived[-1]:
+            cands.update(dict.fromkeys(more))
+    for w in own:
+        cands.pop(w, None)
+    found = set(held([*qwords, *cands]))
+    terms = [Term(w, i, 1.0) for i, w in enumerate(qwords)]
+    seen = set(own)
+    for i, w in enumerate(qwords):
+        forms = word_forms(w, found.__contains__)
+        for s2, more in derived[i]:
+            forms += [c for c in more if c in found and stem(c) == s2]
+        for f in forms:
+            if f not in seen:
+                seen.add(f)
+                terms.append(Term(f, i, FORM_WEIGHT))
+    return terms
 
 
 # -- cards ---------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ The layout lets a search decode the postings of its own words only, in a few mic
 
 Words are kept as keys, not text: a word's key is a 64-bit hash of its bytes (FNV-1a with
 murmur3's finaliser, :func:`word_key`; computed for all the words of a build at once in numpy). A
-search finds each of its words by one binary search of ``keys`` in the mapped file; extending a
+search finds all of its words (and their candidate forms) by one search of ``keys`` in the mapped
+file (``MemIndex.find_keys``), and reads a word's block by its index; extending a
 ``.mem`` merges by key; and no text of the log is in the file but its cards' lines. Two words
 of one log sharing a key (about one chance in 10^9 for a log of 100,000 distinct words) would
 share postings: a search for one would also find the other's events. The hash is not keyed: a

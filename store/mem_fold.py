@@ -138,10 +138,22 @@ def _spans(lengths: I64) -> tuple[I64, I64]:
     return group, np.arange(total, dtype=np.int64) - starts[group]
 
 
+_PACK_BITS = 31
+"""A key below 2**32 and a value below 2**31 are sorted as one integer: (key << 31) | value."""
+
+
 def _sum_repeats(keys: I64, values: I64) -> tuple[I64, I64]:
     """keys sorted, each once, with the values of its repeats added up."""
-    srt = np.argsort(keys, kind="stable")
-    keys, values = keys[srt], values[srt]
+    if not keys.size:
+        return keys, values
+    lo, hi = int(min(keys.min(), values.min())), int(keys.max())
+    if lo >= 0 and hi < 1 << 32 and int(values.max()) < 1 << _PACK_BITS:
+        # One sort of packed integers costs less than an argsort and two gathers.
+        packed = np.sort((keys << _PACK_BITS) | values)
+        keys, values = packed >> _PACK_BITS, packed & ((1 << _PACK_BITS) - 1)
+    else:
+        srt = np.argsort(keys, kind="stable")
+        keys, values = keys[srt], values[srt]
     if keys.size:
         first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
         values = np.add.reduceat(values, first)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import mmap
+import operator
 import os
 import struct
 import sys
@@ -62,6 +63,9 @@ _SECTIONS = (
     "cards",
 )
 _S = {name: i for i, name in enumerate(_SECTIONS)}
+_KEYS, _POFF, _WIDTH, _BCHECK, _POSTINGS = (
+    _S[n] for n in ("keys", "poff", "width", "bcheck", "postings")
+)
 _HEAD = struct.Struct(
     "<"
     "Q"  # covered: the log bytes it covers
@@ -85,6 +89,8 @@ _HEAD = struct.Struct(
     "I" + "QQI" * len(_SECTIONS)  # EVENTS_VERSION
 )
 _CRC = struct.Struct("<I")
+_POFF_PAIR = struct.Struct("<II")
+_U16 = struct.Struct("<H")
 _BASE = HEADER.size + _CRC.size + _HEAD.size
 _ALIGN = 8
 _TF_DTYPES: dict[int, str] = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -448,6 +454,9 @@ class MemIndex:
         if max(o + n for o, n in zip(offs, lens, strict=True)) + base > size:
             raise _bad("a section lies outside the file")
         self._sec = [(base + o, n, c) for o, n, c in zip(offs, lens, table[2::3], strict=True)]
+        self._at = tuple(base + o for o in offs)
+        """Each section's offset in the file, by its index in _SECTIONS."""
+        self._postings_len: int = lens[_POSTINGS]
         if self.n_words and self._u32("poff", v) != self._sec[_S["postings"]][1]:
             raise _bad("postings are not the length their offsets say")
 
@@ -487,32 +496,59 @@ class MemIndex:
             view.release()  # the map cannot close while a view of it is held
         return i if hit else None
 
+    def find_keys(self, keys: U64) -> I64:
+        """Where each of the word keys (:func:`word_key`) is in this ``.mem``, -1 for a word it
+        does not hold: one search of the stored keys for all of them. An index is for
+        :meth:`postings_at`."""
+        v = self.n_words
+        if not v or not keys.size:
+            return np.full(keys.shape[0], -1, dtype=np.int64)
+        arr = np.frombuffer(self._buf, dtype="<u8", count=v, offset=self._at[_KEYS])
+        try:
+            at: I64 = arr.searchsorted(keys).astype(np.int64, copy=False)
+            np.minimum(at, v - 1, out=at)
+            at[arr.take(at) != keys] = -1
+        finally:
+            del arr  # the map cannot close while an array over it is held
+        return at
+
+    def holds(self, keys: U64) -> npt.NDArray[np.bool_]:
+        """Which of the word keys this ``.mem`` holds (:meth:`find_keys`)."""
+        found: npt.NDArray[np.bool_] = self.find_keys(keys) >= 0
+        return found
+
     def postings(self, word: str, key: int | None = None) -> tuple[U32, U32]:
         """The documents holding word (ascending) and its weighted frequency in each, checked.
         ``key`` is the word's :func:`word_key`, when the caller has it already."""
-        empty = np.zeros(0, dtype=np.uint32)
         i = self._find(word_key(word) if key is None else key)
         if i is None:
+            empty = np.zeros(0, dtype=np.uint32)
             return empty, empty
+        return self.postings_at(i)
+
+    def postings_at(self, i: int) -> tuple[U32, U32]:
+        """:meth:`postings` of the word at index i (:meth:`find_keys`), checked."""
+        if not 0 <= i < self.n_words:
+            raise _bad(f"has no word {i}")
         buf = self._buf
-        p_at = self._sec[_S["poff"]][0] + 4 * i
-        pa, pb = struct.unpack_from("<II", buf, p_at)
-        width = buf[self._sec[_S["width"]][0] + i]
-        (check,) = struct.unpack_from("<H", buf, self._sec[_S["bcheck"]][0] + 2 * i)
+        at = self._at
+        pa, pb = _POFF_PAIR.unpack_from(buf, at[_POFF] + 4 * i)
+        width = buf[at[_WIDTH] + i]
+        (check,) = _U16.unpack_from(buf, at[_BCHECK] + 2 * i)
         dtype = _TF_DTYPES.get(width)
         dw = self.doc_width
-        if dtype is None or not pa < pb <= self._sec[_S["postings"]][1]:
+        if dtype is None or not pa < pb <= self._postings_len:
             raise _bad(f"entry of word {i} is out of bounds")
         n, rest = divmod(pb - pa, dw + width)
         if rest:
             raise _bad("postings block is not a whole number of postings")
-        p0 = self._sec[_S["postings"]][0] + pa
+        p0 = at[_POSTINGS] + pa
         if n <= _SMALL_BLOCK:
             # A few postings: plain integers cost less than numpy's calls.
             dl = struct.unpack_from(f"<{n}{'H' if dw == 2 else 'I'}", buf, p0)
             tl = struct.unpack_from(f"<{n}{_TF_CODES[width]}", buf, p0 + n * dw)
             sd = sum(dl) + n
-            st = sum(t * j for j, t in enumerate(tl, 1)) + n * (n + 1) // 2
+            st = sum(map(operator.mul, tl, range(1, n + 1))) + n * (n + 1) // 2
             h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + (pb - pa) * _M_SIZE) & _MASK32
             if _fold16(h) != check:
                 raise _bad(f"postings of word {i} fail their check")
@@ -530,7 +566,7 @@ class MemIndex:
 
     def lengths(self) -> U32:
         """Each document's weighted length."""
-        arr = np.frombuffer(self._section("doc_len"), dtype="<u4").astype(np.uint32)
+        arr = np.frombuffer(self._section("doc_len"), dtype="<u4").astype(np.uint32, copy=False)
         if arr.size and int(arr.max()) > MAX_QUANTITY:
             raise _bad("document length past 2**31-1")
         return arr

@@ -17,7 +17,11 @@ from nodwyn_retrieval.actors.messages import SearchOutput, ToolOutput
 from nodwyn_retrieval.bus import ActorSystem
 from nodwyn_retrieval.errors import BadInput, Disabled, NotFound
 from nodwyn_retrieval.retrieval.bm25 import Part, SegmentBuilder, search_all
-from nodwyn_retrieval.retrieval.events import event_counts
+from nodwyn_retrieval.retrieval.events import (
+    conversation_terms,
+    conversation_words,
+    event_counts,
+)
 from nodwyn_retrieval.retrieval.words import query_words
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.log import write_task_meta
@@ -273,7 +277,13 @@ async def test_scores_across_several_mems_equal_those_of_one_collection(tasks: P
             if counts is not None:
                 b.add(counts)
                 names.append((tid, n))
-    want = search_all([Part(b.build())], query_words(query), 8)
+    seg = b.build()
+    # The terms as the search finds them: the query's words and their forms the logs hold.
+    terms = conversation_terms(
+        conversation_words(query), lambda ws: [w for w in ws if seg.word_id(w) is not None]
+    )
+    assert {t.word for t in terms} > set(query_words(query))  # "bind" for "binding"
+    want = search_all([Part(seg)], {t.word: t.weight for t in terms}, 8)
     assert [(h["task"], h["seq"], h["score"]) for h in out.hits] == [
         (*names[w.doc], round(w.score, 4)) for w in want
     ]

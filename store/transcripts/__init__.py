@@ -180,6 +180,24 @@ def _under(path: str, directory: Path) -> bool:
     return path.startswith(d)
 
 
+_dirs_memo: dict[tuple[str | None, ...], tuple[str, str]] = {}
+
+
+def _agent_dirs() -> tuple[str, str]:
+    """The prefixes :func:`_under` tests for Claude Code's ``projects/`` and Codex's
+    ``sessions/``, remembered for the environment they are made from."""
+    env = tuple(os.environ.get(k) for k in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "HOME"))
+    got = _dirs_memo.get(env)
+    if got is None:
+        got = (
+            os.path.join(os.path.abspath(os.fspath(claude_dir() / "projects")), ""),
+            os.path.join(os.path.abspath(os.fspath(codex_dir() / "sessions")), ""),
+        )
+        _dirs_memo.clear()
+        _dirs_memo[env] = got
+    return got
+
+
 def reader_for(path: str | os.PathLike[str]) -> Reader:
     """The reader of the log at ``path``: placed, an agent's transcript by where it lies, or this
     project's log."""
@@ -189,6 +207,8 @@ def reader_for(path: str | os.PathLike[str]) -> Reader:
         return got
     if not key.endswith(".jsonl"):
         return NODWYN
+    if not key.startswith(_agent_dirs()):
+        return NODWYN  # most logs, at every search: without building the agents' paths again
     from nodwyn_retrieval.store.transcripts.claude import CLAUDE  # noqa: PLC0415  no cycle
     from nodwyn_retrieval.store.transcripts.codex import CODEX  # noqa: PLC0415
 
