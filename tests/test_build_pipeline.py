@@ -40,8 +40,8 @@ def _tree_files(n: int, seed: int = 7) -> dict[str, str | bytes]:
 
 def test_pieces_in_any_order_make_the_segment_of_the_files_in_order() -> None:
     rnd = random.Random(3)
-    files = [(p, f"k{i}", analyze(t)) for i, (p, t) in
-             enumerate((p, t) for p, t in _tree_files(40).items() if isinstance(t, str))]  # fmt: skip
+    texts = [(p, t) for p, t in _tree_files(40).items() if isinstance(t, str)]
+    files = [(p, f"k{i}", analyze(t)) for i, (p, t) in enumerate(texts)]
     whole = TreeSegment.build(files)
     order = list(range(len(files)))
     rnd.shuffle(order)
@@ -54,9 +54,11 @@ def test_pieces_in_any_order_make_the_segment_of_the_files_in_order() -> None:
         )
     built = builder.finish()
     assert len(builder) == len(files)
-    assert built.files == whole.files and built.keys == whole.keys
+    assert built.files == whole.files
+    assert built.keys == whole.keys
     assert np.array_equal(built.file_docs, whole.file_docs)
-    assert np.array_equal(built.starts, whole.starts) and np.array_equal(built.ends, whole.ends)
+    assert np.array_equal(built.starts, whole.starts)
+    assert np.array_equal(built.ends, whole.ends)
     # The stored form sorts the vocabulary: equal bytes are equal postings, word for word.
     assert built.to_obj() == whole.to_obj()
     query = {"parse": 1.0, "walrus": 1.0, "mod": 0.5}
@@ -65,7 +67,8 @@ def test_pieces_in_any_order_make_the_segment_of_the_files_in_order() -> None:
 
 def test_an_empty_builder_makes_an_empty_segment() -> None:
     seg = TreeBuilder().finish()
-    assert seg.files == () and seg.n_docs == 0
+    assert seg.files == ()
+    assert seg.n_docs == 0
     assert seg.to_obj() == TreeSegment.build(()).to_obj()
 
 
@@ -103,7 +106,8 @@ async def test_a_first_build_through_the_pool_equals_one_in_process(
     assert pooled == here
     assert here["summary"]["files"] == 63  # type: ignore[index]
     seg_here, seg_pool = _snapshot(tmp_path / "d1"), _snapshot(tmp_path / "d2")
-    assert seg_pool.files == seg_here.files and seg_pool.keys == seg_here.keys
+    assert seg_pool.files == seg_here.files
+    assert seg_pool.keys == seg_here.keys
     assert seg_pool.to_obj() == seg_here.to_obj()
     # The workers stored every record: a new session on the pooled store reads none again.
     for snap in (tmp_path / "d2").rglob("*.snap"):
@@ -111,7 +115,8 @@ async def test_a_first_build_through_the_pool_equals_one_in_process(
     async with await Engine.open(repo, data_dir=tmp_path / "d2", config_dir=tmp_path / "c") as e:
         again = (await e.index_update()).summary
         hits = (await e.index_search("walrus_helper parse", "repo")).hits
-    assert again["read"] == 0 and hits == here["hits"]
+    assert again["read"] == 0
+    assert hits == here["hits"]
 
 
 @pytest.mark.asyncio
@@ -126,9 +131,8 @@ async def test_records_the_store_already_holds_are_read_by_the_workers(
     first = await _build(repo, tmp_path / "d", tmp_path / "c", 2)
     before = _snapshot(tmp_path / "d").to_obj()
     for p in (tmp_path / "d").rglob("*"):
-        if p.suffix == ".snap" or p.name.endswith(".manifest") or "trees" in p.parts:
-            if p.is_file():
-                p.unlink()
+        if (p.suffix == ".snap" or "trees" in p.parts) and p.is_file():
+            p.unlink()
     records = sorted((tmp_path / "d").rglob("*.ck"))
     assert records
     records[0].write_bytes(b"NRCK damaged")
