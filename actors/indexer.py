@@ -372,6 +372,7 @@ class IndexerActor(Actor):
         def flush() -> None:
             nonlocal batch, batch_bytes
             if batch:
+                batch.sort(key=lambda item: item[0])  # in path order: see TreeBuilder.add
                 pool_tasks.append(asyncio.create_task(analyse_batch(batch)))
                 batch, batch_bytes = [], 0
 

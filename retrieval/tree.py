@@ -315,8 +315,9 @@ def _u32(a: npt.NDArray[Any]) -> U32:
 class TreeBuilder:
     """A tree segment built piece by piece as the files' postings arrive (:class:`Pairs`).
 
-    Each piece's words are given their numbers in the whole vocabulary when it is added, so the
-    work left for :meth:`finish` is one concatenation and the postings' sort. Files are given
+    Each piece's words are given their numbers in the whole vocabulary, and its postings are
+    sorted, when it is added, so the work left for :meth:`finish` is one concatenation and a
+    merge of sorted runs. Files are given
     with an order key each; the segment holds them in that order whatever order the pieces came
     in, so it equals the segment :meth:`TreeSegment.build` makes of the files in that order.
     """
@@ -344,11 +345,18 @@ class TreeBuilder:
         new = [w for w in pairs.words if w not in ids]
         ids.update(zip(new, range(n0, n0 + len(new)), strict=True))
         gid = np.fromiter(map(ids.__getitem__, pairs.words), np.int64, len(pairs.words))
+        word = gid[pairs.word]
+        doc = pairs.doc.astype(np.int64)
+        # Sorted here by word and document, while the other pieces are still being made: the
+        # final sort (Segment.from_pairs) then meets sorted runs, which it merges in a fraction
+        # of the time of a sort. The runs stay sorted through finish's renumbering when a
+        # piece's files come in their order keys' order.
+        by = np.argsort(word * max(pairs.n_docs, 1) + doc, kind="stable")
         self._files.extend(files)
         self._n_chunks.append(pairs.n_chunks)
-        self._doc.append(pairs.doc.astype(np.int64) + self.n_docs)
-        self._word.append(gid[pairs.word])
-        self._tf.append(pairs.tf)
+        self._doc.append(doc[by] + self.n_docs)
+        self._word.append(word[by])
+        self._tf.append(pairs.tf[by])
         self._starts.append(pairs.starts)
         self._ends.append(pairs.ends)
         self.n_docs += pairs.n_docs
