@@ -326,8 +326,8 @@ class TreeBuilder:
         self._ids: dict[str, int] = {}
         self._files: list[tuple[int, str, str]] = []  # (order, path, key)
         self._n_chunks: list[I64] = []
-        self._doc: list[I64] = []
-        self._word: list[I64] = []
+        self._doc: list[U32] = []
+        self._word: list[U32] = []
         self._tf: list[U32] = []
         self._starts: list[U32] = []
         self._ends: list[U32] = []
@@ -354,8 +354,8 @@ class TreeBuilder:
         by = np.argsort(word * max(pairs.n_docs, 1) + doc, kind="stable")
         self._files.extend(files)
         self._n_chunks.append(pairs.n_chunks)
-        self._doc.append(doc[by] + self.n_docs)
-        self._word.append(word[by])
+        self._doc.append(_u32(doc[by] + self.n_docs))  # 32 bits while they wait: half the memory
+        self._word.append(_u32(word[by]))
         self._tf.append(pairs.tf[by])
         self._starts.append(pairs.starts)
         self._ends.append(pairs.ends)
@@ -367,7 +367,7 @@ class TreeBuilder:
         counts = np.concatenate(self._n_chunks) if self._n_chunks else _NO_FILES
         starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.uint32)
         ends = np.concatenate(self._ends) if self._ends else np.zeros(0, np.uint32)
-        doc = np.concatenate(self._doc) if self._doc else _NO_FILES
+        doc: npt.NDArray[Any] = np.concatenate(self._doc) if self._doc else _NO_FILES
         order = sorted(range(len(files)), key=lambda i: files[i][0])
         if order != list(range(len(files))):
             # Renumber the documents so that the files follow their order keys.

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from nodwyn_retrieval.errors import BadInput, FormatError
@@ -221,7 +222,7 @@ def read_record(data: bytes, key: str | None = None) -> FileRecord:
 
 
 _ARRAYS = ("starts", "ends", "offsets", "word", "body", "first")
-_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
+_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
 
 def _narrow(rec: dict[str, object]) -> tuple[dict[str, object], bytes]:
