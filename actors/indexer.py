@@ -269,6 +269,8 @@ class IndexerActor(Actor):
         error: str | None = None
         for stat, a, data in analyzed:
             if a.skip is not None or a.packed:
+                if a.store_error is not None:  # a worker could not write it (a full disk)
+                    error = error or a.store_error
                 out.append((stat, a, None))
                 continue
             rec = a.record

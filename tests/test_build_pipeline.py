@@ -155,3 +155,31 @@ async def test_a_batch_the_workers_fail_is_analysed_in_the_session(
     failed = await _build(repo, tmp_path / "d2", tmp_path / "c", 2)
     assert failed == here
     assert _snapshot(tmp_path / "d2").to_obj() == _snapshot(tmp_path / "d1").to_obj()
+
+
+@pytest.mark.asyncio
+async def test_a_record_the_workers_cannot_write_is_said_and_the_build_answers_from_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo", _tree_files(20))
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexer, "BATCH_BYTES", 4096)
+    data = tmp_path / "d"
+    async with await Engine.open(repo, data_dir=data, config_dir=tmp_path / "c", workers=2) as e:
+        await e.index_search("nothing", "repo")  # makes the data directory
+        chunks = next(data.rglob("chunks"))
+        for p in chunks.rglob("*.ck"):
+            p.unlink()
+        for d in sorted(chunks.iterdir(), reverse=True):
+            d.rmdir()
+        chunks.rmdir()
+        chunks.write_bytes(b"")  # a file where the records' directory was: no record can be put
+        for snap in data.rglob("*.snap"):
+            snap.unlink()
+        for m in data.rglob("*.manifest"):
+            m.unlink()
+    async with await Engine.open(repo, data_dir=data, config_dir=tmp_path / "c", workers=2) as e:
+        up = await e.index_update()
+        hits = (await e.index_search("walrus_helper parse", "repo")).hits
+    assert "the index could not be saved" in up.text
+    assert hits
