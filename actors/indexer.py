@@ -366,7 +366,9 @@ class IndexerActor(Actor):
                 res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
             nonlocal analysed
             for (i, st, data), a in zip(items, res, strict=True):
-                done[i] = (st, a, data)
+                # A file whose postings are in the builder needs its bytes no more: the build
+                # does not keep the whole tree's text until the reads end.
+                done[i] = (st, a, b"" if a.packed else data)
                 analysed += len(data)
                 if progress is not None:
                     progress.advance(len(data))
