@@ -17,6 +17,7 @@ from pathlib import Path
 from nodwyn_retrieval.errors import StoreError
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
+from nodwyn_retrieval.retrieval.tree import Pairs, pairs_of
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Analyzed",
     "analyze_batch",
     "analyze_blob",
+    "analyze_packed",
     "is_binary",
 ]
 
@@ -53,6 +55,8 @@ class Analyzed:
     """The record was written to the chunk store where it was made (a worker process)."""
     store_error: str | None = None
     """Why writing it failed (a full disk): the record is still indexed in memory."""
+    packed: bool = False
+    """Its postings travel in the batch's :class:`~retrieval.tree.Pairs` instead of a record."""
 
 
 def is_binary(data: bytes) -> bool:
@@ -92,6 +96,51 @@ def analyze_blob(
 def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
     """:func:`analyze_blob` for each (path, bytes), storing new records: a worker's unit of work."""
     return [analyze_blob(p, d, chunks_dir, store=True) for p, d in items]
+
+
+def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[list[Analyzed], Pairs]:
+    """:func:`analyze_batch` for a build whose segment is made of the batches' postings.
+
+    Each indexed file's postings go into one :class:`~retrieval.tree.Pairs` for the batch, in
+    the items' order, rather than a record a file: the session maps one vocabulary a batch,
+    and receives flat arrays. A record the store already holds is read here (touched first, §4),
+    not in the session; one that no longer decodes is analysed again and put back.
+    """
+    store = ChunkStore(Path(chunks_dir))
+    out: list[Analyzed] = []
+    recs: list[tuple[str, FileRecord]] = []
+    for path, data in items:
+        a = analyze_blob(path, data, chunks_dir, store=True)
+        rec = a.record
+        if a.skip is None and rec is None:
+            try:
+                store.touch(a.key)
+                rec = store.get(a.key)
+            except StoreError:
+                rec = None
+            if rec is None:  # gone or damaged since it was looked for: made again
+                a = analyze_blob(path, data, None)
+                rec = a.record
+                if rec is not None:
+                    a = _put(store, a, rec)
+        if rec is None:
+            out.append(a)
+            continue
+        recs.append((path, rec))
+        stored = a.stored or a.record is None  # written here, or found in the store
+        out.append(
+            Analyzed(path, None, a.key, None, a.redactions, a.text_bytes, stored, a.store_error,
+                     packed=True)
+        )  # fmt: skip
+    return out, pairs_of(recs)
+
+
+def _put(store: ChunkStore, a: Analyzed, rec: FileRecord) -> Analyzed:
+    try:
+        store.put(a.key, rec)
+    except StoreError as e:
+        return Analyzed(a.path, None, a.key, rec, a.redactions, a.text_bytes, False, str(e))
+    return Analyzed(a.path, None, a.key, rec, a.redactions, a.text_bytes, True)
 
 
 def cpu_count() -> int:

@@ -21,6 +21,7 @@ from nodwyn_retrieval.actors._work import (
     Analyzed,
     analyze_batch,
     analyze_blob,
+    analyze_packed,
     cpu_count,
 )
 from nodwyn_retrieval.actors.messages import (
@@ -41,7 +42,7 @@ from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
-from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment, pairs_of
 from nodwyn_retrieval.retrieval.words import weighted_query
 from nodwyn_retrieval.store.atomic import write_atomic
 from nodwyn_retrieval.store.chunkstore import ChunkStore
@@ -193,17 +194,37 @@ class IndexerActor(Actor):
         else:
             changes, missing = {p: None for p in msg.drop if p in self.tree.files}, []
         found: list[TreeFound] = []
-        analyzed = await self._read_and_analyze(msg.read, msg.deadline, found, msg.progress)
+        # An empty index (a first build) is built as the batches arrive, from their postings:
+        # only the sort of the postings is left when the last one is in.
+        builder = TreeBuilder() if not self.tree.files and not changes else None
+        analyzed = await self._read_and_analyze(
+            msg.read, msg.deadline, found, msg.progress, builder
+        )
         results, store_error = await asyncio.to_thread(self._store_all, analyzed)
+        order = {st.path: i for i, st in enumerate(msg.read)} if builder is not None else {}
+        here: list[tuple[int, str, str, FileRecord]] = []  # analysed in this process
         for stat, a, rec in results:
-            if rec is None:
+            if a.packed:  # its postings are in the builder
+                found.append(TreeFound(stat, a.key, None, a.text_bytes))
+            elif rec is None:
                 found.append(TreeFound(stat, None, a.skip, a.text_bytes))
             else:
-                changes[stat.path] = (a.key, rec)
+                if builder is not None:
+                    here.append((order[stat.path], stat.path, a.key, rec))
+                else:
+                    changes[stat.path] = (a.key, rec)
                 found.append(TreeFound(stat, a.key, None, a.text_bytes))
-        for f in found:  # skipped now, refused, gone: out of the index
-            if f.key is None:
-                changes[f.stat.path] = None
+        if builder is not None:
+            if here:
+                builder.add(
+                    [(o, p, k) for o, p, k, _ in here], pairs_of([(p, r) for _, p, _, r in here])
+                )
+            if len(builder):
+                self.tree = TreeIndex(await asyncio.to_thread(builder.finish))
+        else:
+            for f in found:  # skipped now, refused, gone: out of the index
+                if f.key is None:
+                    changes[f.stat.path] = None
         # Merging a big delta into the base costs time in proportion to the whole index: only
         # when it fits before the bound (§5); otherwise a later refresh or update does it.
         loop = asyncio.get_running_loop()
@@ -213,7 +234,8 @@ class IndexerActor(Actor):
             cost = postings * MERGE_SECONDS_PER_POSTING * _load_factor()
             return loop.time() + cost < msg.deadline
 
-        self.tree.apply(changes, merge=may_merge)
+        if builder is None:
+            self.tree.apply(changes, merge=may_merge)
         if self._should_snapshot(msg.deadline):
             err = await self._save_snapshot()
             store_error = store_error or err
@@ -246,7 +268,9 @@ class IndexerActor(Actor):
         out: list[tuple[FileStat, Analyzed, FileRecord | None]] = []
         error: str | None = None
         for stat, a, data in analyzed:
-            if a.skip is not None:
+            if a.skip is not None or a.packed:
+                if a.store_error is not None:  # a worker could not write it (a full disk)
+                    error = error or a.store_error
                 out.append((stat, a, None))
                 continue
             rec = a.record
@@ -278,13 +302,16 @@ class IndexerActor(Actor):
         deadline: float,
         found: list[TreeFound],
         progress: Progress | None = None,
+        builder: TreeBuilder | None = None,
     ) -> list[tuple[FileStat, Analyzed, bytes]]:
         """Read files through the guard in path order and analyse each as it arrives.
 
         Reading and analysis overlap: a small batch is analysed here file by file as each read
         completes, a big one goes to the process pool a megabyte at a time while the rest is
-        still being read. No read and no analysis starts past the deadline, and nothing is
-        awaited past it (§5): what is not done by then is simply not in this refresh.
+        still being read. With a builder, a batch's postings come back as flat arrays and join
+        it as they arrive (the files' records stay in the workers and the store). No read and
+        no analysis starts past the deadline, and nothing is awaited past it (§5): what is not
+        done by then is simply not in this refresh.
         """
         loop = asyncio.get_running_loop()
         # §5's bound covers the whole refresh: reads stop early enough to leave time for storing
@@ -321,7 +348,17 @@ class IndexerActor(Actor):
                 return
             blobs = [(st.path, data) for _, st, data in items]
             try:
-                res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
+                if builder is not None:
+                    res, pairs = await pool.run(
+                        analyze_packed, blobs, chunks_dir, deadline=deadline
+                    )
+                    builder.add(
+                        [(i, st.path, a.key) for (i, st, _), a in zip(items, res, strict=True)
+                         if a.packed],
+                        pairs,
+                    )  # fmt: skip
+                else:
+                    res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
             except DeadlineExceeded:
                 return  # not analysed in time: not read, for this refresh
             except WorkerError as e:
@@ -329,7 +366,9 @@ class IndexerActor(Actor):
                 res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
             nonlocal analysed
             for (i, st, data), a in zip(items, res, strict=True):
-                done[i] = (st, a, data)
+                # A file whose postings are in the builder needs its bytes no more: the build
+                # does not keep the whole tree's text until the reads end.
+                done[i] = (st, a, b"" if a.packed else data)
                 analysed += len(data)
                 if progress is not None:
                     progress.advance(len(data))
@@ -337,6 +376,7 @@ class IndexerActor(Actor):
         def flush() -> None:
             nonlocal batch, batch_bytes
             if batch:
+                batch.sort(key=lambda item: item[0])  # in path order: see TreeBuilder.add
                 pool_tasks.append(asyncio.create_task(analyse_batch(batch)))
                 batch, batch_bytes = [], 0
 

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.bm25 import (
+    MAX_QUANTITY,
     Part,
     Segment,
     count_matching,
@@ -43,10 +44,13 @@ __all__ = [
     "FIRST_LINE_WEIGHT",
     "PATH_WEIGHT",
     "RANKING",
+    "Pairs",
     "Ranking",
+    "TreeBuilder",
     "TreeHit",
     "TreeIndex",
     "TreeSegment",
+    "pairs_of",
 ]
 
 # §6: the path's words and the chunk's first line count three times. The first line's words are
@@ -169,64 +173,12 @@ class TreeSegment:
         (``dict.fromkeys`` and ``map``): a first build maps about a million file-local words.
         """
         items = list(files)
-        paths = [p for p, _, _ in items]
-        keys = [k for _, k, _ in items]
-        recs = [r for _, _, r in items]
-        path_counts = [word_counts(p) for p in paths]
-        all_words: list[str] = []
-        vocab_off: list[int] = []
-        for rec, pc in zip(recs, path_counts, strict=True):
-            vocab_off.append(len(all_words))
-            all_words.extend(rec.vocab)
-            all_words.extend(pc)
-        ids = {w: i for i, w in enumerate(dict.fromkeys(all_words))}
-        gid = np.fromiter(map(ids.__getitem__, all_words), np.int64, len(all_words))
-        n_per_file = [r.n_chunks for r in recs]
-        pd: list[I64] = []
-        pw: list[I64] = []
-        pt: list[I64] = []
-        base = 0
-        for f, rec in enumerate(recs):
-            n = n_per_file[f]
-            if n == 0:
-                continue
-            off = vocab_off[f]
-            pd.append(base + np.repeat(np.arange(n, dtype=np.int64), np.diff(rec.offsets)))
-            pw.append(gid[off + rec.word.astype(np.int64)])
-            pt.append(
-                rec.body.astype(np.int64) + (FIRST_LINE_WEIGHT - 1) * rec.first.astype(np.int64)
-            )
-            pc = path_counts[f]
-            if pc:
-                # §6: the path's words count three times, in every chunk of the file.
-                k = len(pc)
-                path_ids = gid[off + len(rec.vocab) : off + len(rec.vocab) + k]
-                path_tf = PATH_WEIGHT * np.fromiter(pc.values(), np.int64, k)
-                pd.append(base + np.repeat(np.arange(n, dtype=np.int64), k))
-                pw.append(np.tile(path_ids, n))
-                pt.append(np.tile(path_tf, n))
-            base += n
-        file_docs = np.zeros(len(paths) + 1, dtype=np.int64)
-        np.cumsum(np.asarray(n_per_file, dtype=np.int64), out=file_docs[1:])
-        z = np.zeros(0, dtype=np.int64)
-        segment = Segment.from_pairs(
-            list(ids),
-            base,
-            np.concatenate(pd) if pd else z,
-            np.concatenate(pw) if pw else z,
-            np.concatenate(pt) if pt else z,
+        builder = TreeBuilder()
+        builder.add(
+            [(i, p, k) for i, (p, k, _) in enumerate(items)],
+            pairs_of([(p, r) for p, _, r in items]),
         )
-        zu = np.zeros(0, dtype=np.uint32)
-        starts = [r.starts for r in recs if r.n_chunks]
-        ends = [r.ends for r in recs if r.n_chunks]
-        return cls(
-            segment,
-            paths,
-            keys,
-            file_docs,
-            np.concatenate(starts).astype(np.uint32) if starts else zu,
-            np.concatenate(ends).astype(np.uint32) if ends else zu,
-        )
+        return builder.finish()
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -274,6 +226,184 @@ class TreeSegment:
         if starts.shape[0] != seg.n_docs or ends.shape[0] != seg.n_docs:
             raise FormatError("tree segment line table does not match: rebuild")
         return cls(seg, files, keys, file_docs, starts, ends)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Pairs:
+    """The postings of some files before they are a segment: what a worker sends for a batch.
+
+    Flat arrays and one vocabulary for all the files, rather than a record a file (a Python
+    string a word of every file): a segment is built from these with one concatenation.
+    """
+
+    words: list[str]
+    """The files' distinct words (the chunks' and the paths'); ``word`` indexes it."""
+    n_chunks: I64
+    """Each file's number of chunks (its documents), in the order the files were given."""
+    doc: U32
+    """A pair's document, numbered across the files from 0."""
+    word: U32
+    """A pair's word, an index into words."""
+    tf: U32
+    """Its weighted frequency (§6: the first line three times, the path's words three times),
+    at most 2**31-1."""
+    starts: U32
+    """Each document's first line."""
+    ends: U32
+    """Each document's last line."""
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.starts)
+
+
+def pairs_of(files: Sequence[tuple[str, FileRecord]]) -> Pairs:
+    """The weighted postings of (path, record) pairs, a file's chunks in order, files in order."""
+    recs = [r for _, r in files]
+    path_counts = [word_counts(p) for p, _ in files]
+    all_words: list[str] = []
+    vocab_off: list[int] = []
+    for rec, pc in zip(recs, path_counts, strict=True):
+        vocab_off.append(len(all_words))
+        all_words.extend(rec.vocab)
+        all_words.extend(pc)
+    ids = {w: i for i, w in enumerate(dict.fromkeys(all_words))}
+    gid = np.fromiter(map(ids.__getitem__, all_words), np.int64, len(all_words))
+    n_per_file = np.asarray([r.n_chunks for r in recs], dtype=np.int64)
+    pd: list[I64] = []
+    pw: list[I64] = []
+    pt: list[I64] = []
+    base = 0
+    for f, rec in enumerate(recs):
+        n = int(n_per_file[f])
+        if n == 0:
+            continue
+        off = vocab_off[f]
+        pd.append(base + np.repeat(np.arange(n, dtype=np.int64), np.diff(rec.offsets)))
+        pw.append(gid[off + rec.word.astype(np.int64)])
+        pt.append(rec.body.astype(np.int64) + (FIRST_LINE_WEIGHT - 1) * rec.first.astype(np.int64))
+        pc = path_counts[f]
+        if pc:
+            # §6: the path's words count three times, in every chunk of the file.
+            k = len(pc)
+            path_ids = gid[off + len(rec.vocab) : off + len(rec.vocab) + k]
+            path_tf = PATH_WEIGHT * np.fromiter(pc.values(), np.int64, k)
+            pd.append(base + np.repeat(np.arange(n, dtype=np.int64), k))
+            pw.append(np.tile(path_ids, n))
+            pt.append(np.tile(path_tf, n))
+        base += n
+    starts = [r.starts for r in recs if r.n_chunks]
+    ends = [r.ends for r in recs if r.n_chunks]
+    tf = np.concatenate(pt) if pt else _NO_FILES
+    # Capped before the sum of a word's pairs in a document, which is capped again: the same
+    # result, since every count is positive, and it fits 32 bits on the way.
+    return Pairs(
+        list(ids),
+        n_per_file,
+        _u32(np.concatenate(pd) if pd else _NO_FILES),
+        _u32(np.concatenate(pw) if pw else _NO_FILES),
+        _u32(np.minimum(tf, MAX_QUANTITY)),
+        _u32(np.concatenate(starts) if starts else _NO_FILES),
+        _u32(np.concatenate(ends) if ends else _NO_FILES),
+    )
+
+
+def _u32(a: npt.NDArray[Any]) -> U32:
+    return a.astype(np.uint32)
+
+
+class TreeBuilder:
+    """A tree segment built piece by piece as the files' postings arrive (:class:`Pairs`).
+
+    Each piece's words are given their numbers in the whole vocabulary, and its postings are
+    sorted, when it is added, so the work left for :meth:`finish` is one concatenation and a
+    merge of sorted runs. Files are given
+    with an order key each; the segment holds them in that order whatever order the pieces came
+    in, so it equals the segment :meth:`TreeSegment.build` makes of the files in that order.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._files: list[tuple[int, str, str]] = []  # (order, path, key)
+        self._n_chunks: list[I64] = []
+        self._doc: list[U32] = []
+        self._word: list[U32] = []
+        self._tf: list[U32] = []
+        self._starts: list[U32] = []
+        self._ends: list[U32] = []
+        self.n_docs = 0
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def add(self, files: Sequence[tuple[int, str, str]], pairs: Pairs) -> None:
+        """Add files (order, path, content key) whose postings are pairs, in pairs' order."""
+        if len(files) != len(pairs.n_chunks):
+            raise ValueError(f"{len(files)} files for the postings of {len(pairs.n_chunks)}")
+        ids = self._ids
+        n0 = len(ids)
+        new = [w for w in pairs.words if w not in ids]
+        ids.update(zip(new, range(n0, n0 + len(new)), strict=True))
+        gid = np.fromiter(map(ids.__getitem__, pairs.words), np.int64, len(pairs.words))
+        word = gid[pairs.word]
+        doc = pairs.doc.astype(np.int64)
+        # Sorted here by word and document, while the other pieces are still being made: the
+        # final sort (Segment.from_pairs) then meets sorted runs, which it merges in a fraction
+        # of the time of a sort. The runs stay sorted through finish's renumbering when a
+        # piece's files come in their order keys' order.
+        by = np.argsort(word * max(pairs.n_docs, 1) + doc, kind="stable")
+        self._files.extend(files)
+        self._n_chunks.append(pairs.n_chunks)
+        self._doc.append(_u32(doc[by] + self.n_docs))  # 32 bits while they wait: half the memory
+        self._word.append(_u32(word[by]))
+        self._tf.append(pairs.tf[by])
+        self._starts.append(pairs.starts)
+        self._ends.append(pairs.ends)
+        self.n_docs += pairs.n_docs
+
+    def finish(self) -> TreeSegment:
+        """The segment of every file added, in their order keys' order."""
+        files = self._files
+        counts = np.concatenate(self._n_chunks) if self._n_chunks else _NO_FILES
+        starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.uint32)
+        ends = np.concatenate(self._ends) if self._ends else np.zeros(0, np.uint32)
+        doc: npt.NDArray[Any] = np.concatenate(self._doc) if self._doc else _NO_FILES
+        order = sorted(range(len(files)), key=lambda i: files[i][0])
+        if order != list(range(len(files))):
+            # Renumber the documents so that the files follow their order keys.
+            o = np.asarray(order, dtype=np.int64)
+            first = np.zeros(len(files) + 1, dtype=np.int64)
+            np.cumsum(counts, out=first[1:])
+            new_counts = counts[o]
+            new_first = np.zeros(len(files) + 1, dtype=np.int64)
+            np.cumsum(new_counts, out=new_first[1:])
+            # The document at old position first[o[j]] + r moves to new_first[j] + r.
+            old_docs = np.repeat(first[:-1][o] - new_first[:-1], new_counts) + np.arange(
+                self.n_docs, dtype=np.int64
+            )
+            new_of_old = np.empty(self.n_docs, dtype=np.int64)
+            new_of_old[old_docs] = np.arange(self.n_docs, dtype=np.int64)
+            doc = new_of_old[doc]
+            starts, ends = starts[old_docs], ends[old_docs]
+            counts = new_counts
+            files = [files[i] for i in order]
+        file_docs = np.zeros(len(files) + 1, dtype=np.int64)
+        np.cumsum(counts, out=file_docs[1:])
+        segment = Segment.from_pairs(
+            list(self._ids),
+            self.n_docs,
+            doc,
+            np.concatenate(self._word) if self._word else _NO_FILES,
+            np.concatenate(self._tf) if self._tf else _NO_FILES,
+        )
+        return TreeSegment(
+            segment,
+            [p for _, p, _ in files],
+            [k for _, _, k in files],
+            file_docs,
+            starts.astype(np.uint32),
+            ends.astype(np.uint32),
+        )
 
 
 def _holds(segment: Segment) -> Callable[[str], bool]:

@@ -37,12 +37,9 @@ from nodwyn_retrieval.actors.indexer import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
 from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.guard import CheckResult, Verdict
-from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.tree import TreeSegment
 from nodwyn_retrieval.store import atomic
-from nodwyn_retrieval.store.chunkstore import MAGIC as CK_MAGIC
-from nodwyn_retrieval.store.chunkstore import VERSION as CK_VERSION
-from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.chunkstore import ChunkStore, read_record
 from nodwyn_retrieval.store.codec import HEADER, decode
 from nodwyn_retrieval.store.manifest import MAGIC as MF_MAGIC
 from nodwyn_retrieval.store.manifest import VERSION as MF_VERSION
@@ -91,9 +88,7 @@ def store_problems(pd: ProjectDirs) -> tuple[list[str], int]:
             continue
         try:
             if name.endswith(".ck"):
-                obj = decode(CK_MAGIC, CK_VERSION, path.read_bytes())
-                assert isinstance(obj, dict)
-                FileRecord.from_obj(obj["record"])
+                read_record(path.read_bytes())
             elif name.endswith(".manifest"):
                 load_manifest(path)
             elif name.endswith(".snap"):
@@ -353,9 +348,7 @@ def decodes(kind: str, data: bytes) -> bool:
     """Whether damaged bytes still decode (a flip can land where it changes only a value)."""
     try:
         if kind == "chunk":
-            obj = decode(CK_MAGIC, CK_VERSION, data)
-            assert isinstance(obj, dict)
-            FileRecord.from_obj(obj.get("record"))
+            read_record(data)
         elif kind == "manifest":
             _from_payload(decode(MF_MAGIC, MF_VERSION, data))
         elif kind == "snapshot":

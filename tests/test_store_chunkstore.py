@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.errors import BadInput
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, analyze
-from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.chunkstore import VERSION, ChunkStore, read_record
 from nodwyn_retrieval.store.codec import encode
 
 TEXT = (
@@ -76,15 +76,39 @@ def test_a_record_holds_no_text(tmp_path: Path) -> None:
 
 
 def _corruptions(good: bytes, key: str, other_key: str) -> dict[str, bytes]:
+    rec = analyze(TEXT).to_obj()
+    narrow = {**rec, "starts": b"\x01"}  # one value in one byte, as "widths" would say
     return {
         "truncated": good[: len(good) // 2],
         "empty": b"",
         "garbage": os.urandom(200),
         "foreign magic": b"NRMF" + good[4:],
-        "future version": good[:4] + struct.pack(">H", 2) + good[6:],
-        "another key": encode(b"NRCK", 1, {"key": other_key, "record": {}}, compress=True),
-        "not a record": encode(b"NRCK", 1, {"key": key, "record": {"vocab": 1}}),
-        "not a map": encode(b"NRCK", 1, [key]),
+        "future version": good[:4] + struct.pack(">H", VERSION + 1) + good[6:],
+        # Version 1 held the same map with every array 4 bytes a value: rebuilt, not read.
+        "older version": encode(b"NRCK", 1, {"key": key, "record": rec}, compress=True),
+        "another key": encode(b"NRCK", VERSION, {"key": other_key, "record": {}}, compress=True),
+        "not a record": encode(b"NRCK", VERSION, {"key": key, "record": {"vocab": 1}}),
+        "not a map": encode(b"NRCK", VERSION, [key]),
+        "widths too short": encode(b"NRCK", VERSION, {"key": key, "record": rec, "widths": b"\4"}),
+        "widths not bytes": encode(b"NRCK", VERSION, {"key": key, "record": rec, "widths": 4}),
+        "a width of 3": encode(
+            b"NRCK", VERSION, {"key": key, "record": rec, "widths": bytes([3, 4, 4, 4, 4, 4])}
+        ),
+        "an array not whole": encode(
+            b"NRCK",
+            VERSION,
+            {
+                "key": key,
+                "record": {**rec, "starts": b"\1\0\0"},
+                "widths": bytes([2, 4, 4, 4, 4, 4]),
+            },
+        ),
+        "widths that do not fit": encode(
+            b"NRCK", VERSION, {"key": key, "record": narrow, "widths": bytes([4, 4, 4, 4, 4, 4])}
+        ),
+        "an unknown field": encode(
+            b"NRCK", VERSION, {"key": key, "record": rec, "widths": b"\4" * 6, "more": 1}
+        ),
     }
 
 
@@ -99,6 +123,13 @@ def _corruptions(good: bytes, key: str, other_key: str) -> dict[str, bytes]:
         "another key",
         "not a record",
         "not a map",
+        "older version",
+        "widths too short",
+        "widths not bytes",
+        "a width of 3",
+        "an array not whole",
+        "widths that do not fit",
+        "an unknown field",
     ],
 )
 def test_a_bad_record_is_dropped_counted_and_rebuilt(tmp_path: Path, kind: str) -> None:
@@ -195,3 +226,45 @@ def test_a_damaged_record_is_read_whole_or_dropped(
     got = store.get(key)
     assert got is None or got == analyze(TEXT)
     assert (got is None) == (store.stats.rebuilt == 1)
+
+
+@pytest.mark.parametrize("top", [0, 255, 256, 65535, 65536, 2**31 - 1])
+def test_arrays_are_stored_in_the_fewest_bytes_that_hold_them_and_read_back(
+    tmp_path: Path, top: int
+) -> None:
+    """Each array's width follows its largest value (1, 2 or 4 bytes), and reads back exactly."""
+    import numpy as np
+    from nodwyn_retrieval.retrieval.analyze import FileRecord
+    from nodwyn_retrieval.store.codec import decode
+
+    base = analyze(TEXT)
+    body = base.body.astype(np.int64).copy()
+    body[0] = max(top, 1)
+    first = np.minimum(base.first, body).astype(np.uint32)
+    rec = FileRecord(
+        base.vocab, base.starts, base.ends, base.offsets, base.word, body.astype(np.uint32), first
+    )
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, rec)
+    data = store.path(key).read_bytes()
+    assert read_record(data, key) == rec
+    assert store.get(key) == rec
+    obj = decode(b"NRCK", VERSION, data)
+    assert isinstance(obj, dict)
+    widths = dict(
+        zip(("starts", "ends", "offsets", "word", "body", "first"), obj["widths"], strict=True)
+    )
+    want = 1 if max(top, 1) < 256 else 2 if top < 65536 else 4
+    assert widths["body"] == want
+    assert len(obj["record"]["body"]) == want * len(rec.body)
+    assert widths["starts"] == 1  # a short file's lines
+
+
+def test_a_record_stored_under_another_key_is_refused_by_read_record() -> None:
+    from nodwyn_retrieval.errors import FormatError
+
+    data = encode(b"NRCK", VERSION, {"key": key_of("x"), "record": analyze(TEXT).to_obj()})
+    assert read_record(data) == analyze(TEXT)  # no widths: 4 bytes a value
+    with pytest.raises(FormatError, match="stored as"):
+        read_record(data, key_of(TEXT))
