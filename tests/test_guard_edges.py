@@ -17,7 +17,15 @@ import os
 from pathlib import Path
 
 import pytest
-from nodwyn_retrieval.guard import Decision, DefaultGuard, Verdict, default_guard, precheck_all
+from nodwyn_retrieval.guard import (
+    Budget,
+    Decision,
+    DefaultGuard,
+    ListRecorder,
+    Verdict,
+    default_guard,
+    precheck_all,
+)
 from nodwyn_retrieval.guard.beneath import Beneath
 
 OUTSIDE_WORD = "outside-wombat"
@@ -187,3 +195,60 @@ def test_a_guard_at_the_file_systems_root(tmp_path: Path) -> None:
     assert d_file.allowed
     assert (d_data.allowed, d_data.rule) == (False, "denylist")
     assert d_data.reason == f"path {drel} is inside the data directory"
+
+
+def test_a_path_that_changes_twice_while_resolved_is_decided_on_the_third_try(
+    hostile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/guard.md: a path whose resolution keeps failing is tried three times, then refused;
+    one that settles within the three is decided as usual."""
+    real = os.path.realpath
+    failures = {"n": 0}
+
+    def flaky(path: str) -> str:
+        if os.fspath(path).endswith("app.py") and failures["n"] < 2:
+            failures["n"] += 1
+            raise FileNotFoundError(2, "a link on the way vanished", path)
+        return real(path)
+
+    g = _guard(hostile)
+    monkeypatch.setattr(os.path, "realpath", flaky)
+    assert g.precheck("src/app.py").allowed
+    assert failures["n"] == 2
+    failures["n"] = -1  # three failures: refused
+    d = g.precheck("src/app.py")
+    assert (d.allowed, d.rule) == (False, "pin")
+    assert d.reason == "path src/app.py kept changing while it was resolved"
+
+
+def test_a_decision_that_cannot_be_recorded_keeps_its_budget_spent(hostile: Path) -> None:
+    """docs/guard.md: a recorder that raises stops check_read; failing tightens, so the read's
+    budget stays spent and the next read that would not fit is refused."""
+    budget = Budget(reads=1)
+
+    def full_disk(decision: Decision) -> None:
+        raise OSError("no space left on device")
+
+    g = default_guard(hostile, budget=budget, recorder=full_disk)
+    with pytest.raises(OSError, match="no space left"):
+        asyncio.run(g.check_read("src/app.py", 13))
+    assert (budget.reads_used, budget.bytes_used) == (1, 13)
+    quiet = default_guard(hostile, budget=budget)
+    d = asyncio.run(quiet.check_read("plain.txt", 6))
+    assert (d.allowed, d.rule) == (False, "budget")
+
+
+def test_the_guard_for_reads_beneath_is_one_and_shares_everything(hostile: Path) -> None:
+    budget, rec = Budget(reads=2), ListRecorder()
+    g = default_guard(hostile, budget=budget, recorder=rec)
+    b = g.reading_beneath()
+    assert b.beneath
+    assert not g.beneath
+    assert b.reading_beneath() is b
+    assert b.asking  # asking is kept
+    assert b.without_asking().beneath  # and without_asking keeps reading beneath
+    assert (b.budget, b.denylist, b.root) == (g.budget, g.denylist, g.root)
+    asyncio.run(b.check_read("src/app.py", 1))
+    asyncio.run(g.check_read("plain.txt", 1))
+    assert budget.reads_used == 2
+    assert [d.path for d in rec.decisions] == ["src/app.py", "plain.txt"]

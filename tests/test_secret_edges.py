@@ -160,3 +160,15 @@ def test_a_placeholder_is_left(value: str) -> None:
 )
 def test_a_value_that_only_resembles_a_placeholder_is_taken(value: str) -> None:
     assert redact(f'password = "{value}"').kinds == ("password",), value
+
+
+def test_a_token_must_start_a_word() -> None:
+    body = "aB3dE5fG7hJ9kL2mN4pQ6rS8tU1vW0xYzaB3dE5fG7hJ9kL2m"  # 48
+    assert redact("s" + "k-" + body).kinds == ("openai-key",)
+    for glued in ("ta" + "sk-" + body, "x_" + "sk-" + body, "9" + "sk-" + body):
+        assert redact(glued).count == 0, glued
+
+
+def test_a_provider_prefix_with_a_filler_body_is_left() -> None:
+    for filler in ("sk" + "_live_" + "0" * 24, GITHUB + "x" * 36, "xo" + "xb-" + "0" * 40):
+        assert redact(filler).count == 0, filler
