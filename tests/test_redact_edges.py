@@ -49,6 +49,9 @@ def _taken(text: str, value: str, kind: str) -> None:
         ("curl -u deploy:ab1 https://ci.example.com", "ab1", "basic-auth"),
         ("Authorization: Bearer abcdefghijklmno1", "abcdefghijklmno1", "bearer-token"),
         ("Authorization: Basic " + _b64(b"user:abc"), _b64(b"user:abc"), "basic-auth"),
+        # Base64 sent without its padding is still decoded.
+        ("Authorization: Basic " + _b64(b"user:abc").rstrip("="), "dXNlcjphYmM", "basic-auth"),
+        ("Authorization: Bearer AbcdEfghIjklMnop", "AbcdEfghIjklMnop", "bearer-token"),  # 4 humps
         ("token = aBcDeFgHiJkLmNoP", "aBcDeFgHiJkLmNoP", "token"),  # random letters, 16
         ("token = AbcDefGhiJklMnoPqr", "AbcDefGhiJklMnoPqr", "token"),  # a case change in 3
     ],
@@ -73,6 +76,11 @@ def test_the_shortest_value_of_each_rule_is_taken(text: str, value: str, kind: s
         "curl -u deploy:123456 https://ci.example.com",  # digits only: a port, an id
         "Authorization: Bearer abcdefghijklmn1",  # 15: too short for a bearer token
         "Authorization: Bearer SomeLongIdentifierName",  # a name, not a token
+        "Authorization: Bearer AbcdEfghIjklMnopq",  # a case change in more than 4: a name
+        "Authorization: Bearer 1234567890123456",  # digits only: an id, not a token
+        "Authorization: Bearer YourApiTokenHere",  # a placeholder
+        "Authorization: Basic abcdefghi",  # not base64
+        "Authorization: Basic ////////////",  # base64 of bytes that are not text
         "Authorization: Basic " + _b64(b"user:ab"),  # a password of 2
         "Authorization: Basic " + _b64(b"useronly1234"),  # no user:password inside
         "Authorization: Basic " + _b64(b"user:password"),  # a placeholder
