@@ -111,6 +111,8 @@ def test_a_high_entropy_value_given_bare_after_a_space_is_taken() -> None:
         "secret_key",
         "home-pass",
         "****",
+        "aaaa",  # one character repeated
+        "1111",
         "xxxx-xxxx",
         "•••",
         "#d0d0d0",
