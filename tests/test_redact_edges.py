@@ -309,3 +309,17 @@ def test_a_name_after_a_credential_taken_is_read_as_it_will_be_once_that_is_a_ma
     assert once.text == "[REDACTED:private-key]--password [REDACTED:password]"
     assert once.kinds == ("private-key", "password")
     assert redact(once.text).text == once.text
+
+
+def test_results_are_values_that_cannot_be_changed_after_the_fact() -> None:
+    # A redaction handed to the index and to the log is one value: neither can alter what the
+    # other sees, and findings can be kept in sets (the same credential found twice is one).
+    text = "password = 'hunter2x'\ntoken = 'abcdefgh12'\n"
+    out = redact(text)
+    found = scan(text)
+    assert len({*found, *scan(text)}) == 2
+    assert {out: 1}[redact(text)] == 1
+    with pytest.raises(AttributeError):
+        out.text = text  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        found[0].start = 0  # type: ignore[misc]
