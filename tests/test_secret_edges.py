@@ -80,6 +80,14 @@ def test_hex_at_exactly_three_bits_is_not_high() -> None:
     assert high_entropy("abcdef123")  # 9 distinct: 3.17
 
 
+def test_base64_at_exactly_four_and_a_half_bits_is_not_high() -> None:
+    # 8 characters twice and 16 once in 32: 8 * 2/32 * 4 + 16 * 1/32 * 5 = 4.5 exactly.
+    at_limit = "AABBCCDDEEFFGGHH" + "ijklmnopqrstuvwx"
+    assert entropy(at_limit) == 4.5
+    assert not high_entropy(at_limit)
+    assert high_entropy(at_limit + "yz")  # 4.56
+
+
 def test_long_random_digits_are_high_even_after_their_penalty() -> None:
     # 3.32 bits, less 1.2 / log2(100) = 0.18: still over 3.0 (a PIN is not; a card number is).
     assert high_entropy("0123456789" * 10)
