@@ -69,7 +69,7 @@ def test_a_letters_only_token_needs_eight_letters_of_both_cases() -> None:
 
 def test_entropy_of_nothing_and_of_one_character_is_zero() -> None:
     assert entropy("") == 0.0
-    assert not high_entropy("")
+    assert high_entropy("") is False  # a bool, as the public function promises
     assert not high_entropy("7")  # one digit: no division by log2(1)
     assert entropy("abcdefgh") == 3.0
 
@@ -99,7 +99,7 @@ def test_every_character_of_an_alphabet_belongs_to_it() -> None:
     assert high_entropy("0123456789abcdefABCDEF")
     # All 67 characters of detect-secrets' base64 set are base64 (6.07 bits).
     assert high_entropy(string.ascii_letters + string.digits + "+/\\-_=")
-    assert not high_entropy(string.ascii_letters + string.digits + "!")  # outside both
+    assert high_entropy(string.ascii_letters + string.digits + "!") is False  # outside both
 
 
 def test_a_high_entropy_value_given_bare_after_a_space_is_taken() -> None:
