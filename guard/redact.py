@@ -632,9 +632,15 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     provider.sort()
     for at, ri in provider:
         rule = _ALL[ri]
-        if at - max(rule.back, 0) < pos:
+        start = at - max(rule.back, 0)
+        if start < pos:
             continue  # inside a credential already taken
-        span = _rule_span(text, rule, at)
+        if taken and start == taken[-1][1] and start > 0:
+            # Glued to a credential just taken: its left edge is judged as it will be once that
+            # one is a marker (after "]"), so redacting the result again finds nothing new.
+            span = _rule_span(text[: start - 1] + "]" + text[start:], rule, at)
+        else:
+            span = _rule_span(text, rule, at)
         if span is not None and not _in_marker(text, span[0]):
             taken.append((span[0], span[1], rule.kind))
             pos = span[2]

@@ -311,6 +311,17 @@ def test_a_name_after_a_credential_taken_is_read_as_it_will_be_once_that_is_a_ma
     assert redact(once.text).text == once.text
 
 
+def test_a_token_glued_to_a_credential_taken_is_judged_as_after_its_marker() -> None:
+    # Found the same way: a token glued to a key block's dashes, taken once the block is a
+    # marker (its left edge is "]" then), so it is taken on the first pass.
+    token = "gl" + "pat-" + "AAAAAABDIIIKKKPao00w"
+    once = redact("-----BEGIN" + "PRIVATE KEY-----" + token)
+    assert once.text == "[REDACTED:private-key][REDACTED:gitlab-token]"
+    assert redact(once.text).text == once.text
+    # Not glued, the left edge is the text's own: a token inside a word is not one.
+    assert redact("x-" + token).count == 0
+
+
 def test_results_are_values_that_cannot_be_changed_after_the_fact() -> None:
     # A redaction handed to the index and to the log is one value: neither can alter what the
     # other sees, and findings can be kept in sets (the same credential found twice is one).
