@@ -130,7 +130,7 @@ def test_a_file_where_a_directory_is_expected_is_not_taken_for_a_link(
 def test_what_is_not_a_clean_relative_path_is_refused_before_any_call(
     tree: Path, path: str
 ) -> None:
-    assert not clean_relative(path)
+    assert clean_relative(path) is False
     for use in (True, False):
         if use and not beneath.openat2_available():
             continue
@@ -140,7 +140,7 @@ def test_what_is_not_a_clean_relative_path_is_refused_before_any_call(
 
 def test_clean_relative_paths() -> None:
     for p in ("a", "a/b", "a/b/c.txt", ".env", "..a", "a..", "a/.b"):
-        assert clean_relative(p), p
+        assert clean_relative(p) is True, p
 
 
 def test_the_root_directory_and_a_subdirectory_are_opened_as_directories(
@@ -320,3 +320,43 @@ def test_a_swap_of_a_directory_for_a_link_is_refused_from_then_on(tree: Path) ->
             continue
         with Beneath(tree, use_openat2=use) as b, pytest.raises(LinkRefused):
             b.read("a/b/f.txt", 100)
+
+
+def _kernel_openat2_works() -> bool:
+    """openat2 called here directly, without the module: does this kernel let this process?"""
+    import ctypes
+
+    number = {"x86_64": 437, "aarch64": 437}.get(platform.machine())
+    if number is None:
+        return False
+
+    class How(ctypes.Structure):
+        _fields_ = [
+            ("flags", ctypes.c_uint64),
+            ("mode", ctypes.c_uint64),
+            ("resolve", ctypes.c_uint64),
+        ]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    how = How(os.O_PATH, 0, 0x08)
+    fd = libc.syscall(ctypes.c_long(number), ctypes.c_int(-100), ctypes.c_char_p(b"/"),
+                      ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))  # fmt: skip
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def test_where_the_kernel_has_openat2_the_reads_use_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's answer is the kernel's, and it is kept: a kernel with openat2 is not read
+    through the slower walk for want of a probe that says so."""
+    works = _kernel_openat2_works()
+    monkeypatch.setattr(beneath, "_state", {})
+    assert beneath.openat2_available() is works
+    assert beneath.openat2_available() is works  # the kept answer, a bool too
+    with Beneath(tree) as b:
+        assert b.uses_openat2 is works
+        assert b.read("a/b/f.txt", 10) == b"inside\n"
