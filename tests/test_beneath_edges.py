@@ -340,7 +340,7 @@ def _kernel_openat2_works() -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     how = How(os.O_PATH, 0, 0x08)
-    fd = libc.syscall(ctypes.c_long(number), ctypes.c_int(-100), ctypes.c_char_p(b"/"),
+    fd = libc.syscall(ctypes.c_long(number), ctypes.c_int(-100), ctypes.c_char_p(b"."),
                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))  # fmt: skip
     if fd < 0:
         return False
