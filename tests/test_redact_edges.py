@@ -106,6 +106,9 @@ def test_one_character_short_or_the_wrong_kind_is_left(text: str) -> None:
         ("TOKEN=Ab1.Cde2", "Ab1.Cde2", "token"),  # dotted, but jumbled: a literal
         ("TOKEN=Abc1.Def2", "Abc1.Def2", "token"),
         ("tool --password\thunter22", "hunter22", "password"),  # a flag, its value after a tab
+        ("password: hunter!!", "hunter!!", "password"),  # letters and symbols: two kinds
+        # High entropy wins over a word's look: 32 distinct letters with one case change.
+        ("token = abcdefghijklmnopqrstuvwxyzABCDEF", "abcdefghijklmnopqrstuvwxyzABCDEF", "token"),
     ],
 )
 def test_a_bare_literal_is_taken(text: str, value: str, kind: str) -> None:
@@ -131,6 +134,8 @@ def test_a_bare_literal_is_taken(text: str, value: str, kind: str) -> None:
         "password: my-service-name",  # kebab-case: a name
         "password: /etc/pw.txt",  # a path
         "password: @#!%^&",  # one kind of character only
+        "password: blue-green-deploy",  # kebab-case: a name
+        "password: contraseña",  # letters only, as "hunter" is
     ],
 )
 def test_code_and_names_after_a_secret_word_are_left(text: str) -> None:
@@ -175,6 +180,12 @@ def test_each_syntax_takes_the_value_only(text: str, value: str, kind: str) -> N
         "KEY = 'hunter2x99'",
         "prod = 'hunter2x'",
         "[REDACTED:password]=hunter2x",  # a marker's kind is not a name
+        # The quoted forms need their own opening: one quote on both sides of the name, a "<"
+        # before an element (not the text's last character), no quotes around a setter.
+        '("password\', "hunter2x")',
+        "'setPassword'(\"hunter2x\")",
+        '<password">hunter2x</password>',
+        "password>hunter2x</password>\n<",
     ],
 )
 def test_names_and_calls_that_are_not_an_assignment_are_left(text: str) -> None:
