@@ -166,7 +166,12 @@ def test_a_guard_deciding_as_written_is_never_read_through_a_link(hostile: Path)
             with contextlib.suppress(OSError):  # a link on the way: refused, not followed
                 read[d.path] = tree.read(d.path, 1 << 20)
     assert read == {"src/app.py": b"print('app')\n", "real/deep/f.py": b"deep = 1\n"}
-    refused = {d.path for d in asyncio.run(decide()) if not d.allowed}
+    decided = {d.path: d for d in asyncio.run(decide())}
+    # Decided as written: a link on the way is left to the read, which refuses it.
+    for path in ("out/f.txt", "notes.txt", "dd/x", "sib/secret.txt", "dl/deep/f.py"):
+        assert decided[path].allowed, path
+        assert path not in read
+    refused = {p for p, d in decided.items() if not d.allowed}
     # Escapes written with .. are resolved (they are not clean) and refused by the pin; a denied
     # name as written is refused by the denylist without resolving anything.
     assert {"a/../../outside/f.txt", "../repo2/secret.txt", "cfg/.env", ".data/x"} <= refused
@@ -252,3 +257,17 @@ def test_the_guard_for_reads_beneath_is_one_and_shares_everything(hostile: Path)
     asyncio.run(g.check_read("plain.txt", 1))
     assert budget.reads_used == 2
     assert [d.path for d in rec.decisions] == ["src/app.py", "plain.txt"]
+
+
+def test_a_failing_checker_is_named_by_its_qualified_name(hostile: Path) -> None:
+    class Checks:
+        def size(self, path: str, size: int) -> None:
+            raise RuntimeError("the size service is down")
+
+    g = default_guard(hostile, checkers=[Checks().size])
+    d = asyncio.run(g.check_read("src/app.py", 13))
+    assert (d.allowed, d.rule) == (False, "check")
+    assert d.reason == (
+        "checker test_a_failing_checker_is_named_by_its_qualified_name.<locals>.Checks.size"
+        " failed: RuntimeError: the size service is down"
+    )
