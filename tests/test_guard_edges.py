@@ -186,9 +186,9 @@ def test_a_guard_at_the_file_systems_root(tmp_path: Path) -> None:
     g = default_guard("/", data_dir=data)
     rel = str(tmp_path / "f.txt").lstrip("/")
     drel = str(data / "x").lstrip("/")
-    paths = [rel, drel, "/" + rel, str(tmp_path).lstrip("/")]
+    paths = [rel, drel, "/" + rel, str(tmp_path).lstrip("/"), "tmp"]  # "tmp": at the root
     assert g.precheck_many(paths) == [g.precheck(p) for p in paths]
-    assert [d.allowed for d in g.precheck_many(paths)] == [True, False, True, True]
+    assert [d.allowed for d in g.precheck_many(paths)] == [True, False, True, True, True]
     assert g.precheck(drel).reason == f"path {drel} is inside the data directory"
 
     b = g.reading_beneath()
@@ -271,3 +271,29 @@ def test_a_failing_checker_is_named_by_its_qualified_name(hostile: Path) -> None
         "checker test_a_failing_checker_is_named_by_its_qualified_name.<locals>.Checks.size"
         " failed: RuntimeError: the size service is down"
     )
+
+
+def test_a_link_inside_the_data_directory_is_still_the_data_directory(hostile: Path) -> None:
+    """The path as written counts too: a link planted in the data directory that resolves to an
+    ordinary file of the tree is refused as the data directory, by either precheck."""
+    (hostile / ".data" / "lnk").symlink_to("../plain.txt")
+    g = _guard(hostile)
+    for d in (g.precheck(".data/lnk"), *g.precheck_many([".data/lnk", "plain.txt"])[:1]):
+        assert (d.allowed, d.rule) == (False, "denylist")
+        assert d.reason == "path .data/lnk is inside the data directory"
+    assert g.precheck_many(["plain.txt"])[0].allowed
+
+
+def test_a_batched_path_whose_directory_keeps_changing_says_so(
+    hostile: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = _guard(hostile)
+
+    def vanishing(path: str) -> str:
+        raise FileNotFoundError(2, "a link on the way vanished", path)
+
+    monkeypatch.setattr(os.path, "realpath", vanishing)
+    # dl/ is a link, so its real path is asked of realpath, which keeps failing.
+    (d,) = g.precheck_many(["dl/deep/f.py"])
+    assert (d.allowed, d.rule) == (False, "pin")
+    assert d.reason == "path dl/deep/f.py kept changing while it was resolved"
