@@ -129,6 +129,8 @@ def test_a_bare_literal_is_taken(text: str, value: str, kind: str) -> None:
         "TOKEN=Abc.Def",  # a chain of words, not jumbled
         "f(password=pw)",  # a keyword argument's variable
         "f(password=pw, x)",
+        "connect(password=dbpass_var)",  # a variable long enough to be a password
+        "connect(password=dbpass_var, timeout=3)",
         "password = hunter",  # a variable
         "password = int32",  # a type
         "password: my-service-name",  # kebab-case: a name
