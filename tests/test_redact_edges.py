@@ -124,8 +124,8 @@ def test_a_bare_literal_is_taken(text: str, value: str, kind: str) -> None:
         "password: !vault",
         "password=getpass()",
         "PASSWORD=settings.DB",  # an attribute chain
-        "password = SETTINGS.DB_PASSWORD",  # a constant's attribute, spaced: code
-        "password: CONFIG.SECRET_VALUE",
+        "password = CONFIG.DB_VALUE2",  # a constant's attribute, spaced: code
+        "password: APP.MAIN_DB2",
         "TOKEN=Abc.Def",  # a chain of words, not jumbled
         "f(password=pw)",  # a keyword argument's variable
         "f(password=pw, x)",
