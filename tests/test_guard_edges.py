@@ -297,3 +297,12 @@ def test_a_batched_path_whose_directory_keeps_changing_says_so(
     (d,) = g.precheck_many(["dl/deep/f.py"])
     assert (d.allowed, d.rule) == (False, "pin")
     assert d.reason == "path dl/deep/f.py kept changing while it was resolved"
+
+
+def test_an_empty_file_is_read_with_a_size_of_zero(hostile: Path) -> None:
+    (hostile / "empty.py").write_text("")
+    budget = Budget(reads=2, bytes=10)
+    g = default_guard(hostile, budget=budget)
+    d = asyncio.run(g.check_read("empty.py", 0))
+    assert d.allowed
+    assert (budget.reads_used, budget.bytes_used) == (1, 0)
