@@ -228,6 +228,8 @@ class DefaultGuard:
         else:
             parent, _, name = head.rpartition("/")
             above = self._real_dir(parent, dirs)
+            if above == _CHANGING:
+                return _CHANGING  # a directory above kept changing: so does this one
             real = above + "/" + name if above != "/" else "/" + name
             try:
                 is_link = stat.S_ISLNK(os.lstat(real).st_mode)

@@ -419,10 +419,14 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
     return sum(classes) >= 2 and _GRAMMAR.match(value) is None and "/" not in value
 
 
-def _assignment(text: str, at: int) -> tuple[int, int, str, int] | None:
-    """(value start, value end, kind, name end) of a secret-named assignment around offset at."""
+def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int] | None:
+    """(value start, value end, kind, name end) of a secret-named assignment around offset at.
+
+    floor: where a credential already taken ends; the name starts after it, as it will once that
+    credential is a marker (``-----BEGIN ... KEY-------password x``: the name is ``--password``).
+    """
     start = at
-    while start > 0 and text[start - 1] in _NAME_CHAR and at - start < _MAX_NAME:
+    while start > floor and text[start - 1] in _NAME_CHAR and at - start < _MAX_NAME:
         start -= 1
     end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
     if text.endswith(_MARKER_PREFIX, 0, start):
@@ -628,9 +632,15 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     provider.sort()
     for at, ri in provider:
         rule = _ALL[ri]
-        if at - max(rule.back, 0) < pos:
+        start = at - max(rule.back, 0)
+        if start < pos:
             continue  # inside a credential already taken
-        span = _rule_span(text, rule, at)
+        if taken and start == taken[-1][1] and start > 0:
+            # Glued to a credential just taken: its left edge is judged as it will be once that
+            # one is a marker (after "]"), so redacting the result again finds nothing new.
+            span = _rule_span(text[: start - 1] + "]" + text[start:], rule, at)
+        else:
+            span = _rule_span(text, rule, at)
         if span is not None and not _in_marker(text, span[0]):
             taken.append((span[0], span[1], rule.kind))
             pos = span[2]
@@ -650,7 +660,9 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
         if ri == _ASSIGN:
             if at < name_end:
                 continue  # another secret word of a name already decided
-            got = _assignment(text, at)
+            k = bisect.bisect_right(starts, at)
+            floor = taken[k - 1][1] if k > 0 and taken[k - 1][1] <= at else 0
+            got = _assignment(text, at, floor)
             if got is not None:
                 found = (got[0], got[1], got[2])
                 name_end = got[3]
