@@ -241,10 +241,14 @@ class RefresherActor(Actor):
                 base = disk if disk is not None else self.manifest
                 # Another process's entries merged in: the indexer must load their records.
                 self._foreign |= disk is not None and disk is not self.manifest
+                save = bool(touched or extra or disk is None or force)
+                # A generation names one version of the file on disk: only a save makes one. (A
+                # new generation kept in memory only would be taken, at the next reload, for the
+                # one another process saves next, and that save's entries never loaded.)
                 generation = max(base.generation, self.manifest.generation) + 1
-                m = self._applied(base, touched, extra, generation)
+                m = self._applied(base, touched, extra, generation if save else base.generation)
                 m.updated = time.time()
-                if touched or extra or disk is None or force:
+                if save:
                     save_manifest(self.manifest_path, m)
                     self._disk_sig = self._stat_sig()
                 self.manifest = m
