@@ -46,6 +46,22 @@ def git_ls_files(root: Path, *, seconds: float | None = None) -> list[str] | Non
     ``seconds``: the time git is given; past it git is stopped and :class:`ListingCut` raised.
     Without it git has 120 s, and a listing past that is a ``StoreError``.
     """
+    out = _git_output(root, seconds)
+    if out is None:
+        return None
+    names, bad = _parse_items(out.split(b"\0"))
+    _warn_bad(root, bad)
+    return names
+
+
+def _warn_bad(root: Path, bad: int) -> None:
+    if bad:
+        log.warning("git listed %d name(s) in %s that are not plain paths beneath it: left out",
+                    bad, root)  # fmt: skip
+
+
+def _git_output(root: Path, seconds: float | None) -> bytes | None:
+    """What ``git ls-files`` prints for root (as :func:`git_ls_files` runs it), or None."""
     repo = git_repo(root)
     if repo is None:
         return None
@@ -66,11 +82,7 @@ def git_ls_files(root: Path, *, seconds: float | None = None) -> list[str] | Non
         raise StoreError(f"git ls-files in {root} took longer than 120 s") from None
     if out.returncode != 0:
         return None
-    names, bad = _parse_ls(out.stdout)
-    if bad:
-        log.warning("git listed %d name(s) in %s that are not plain paths beneath it: left out",
-                    bad, root)  # fmt: skip
-    return names
+    return out.stdout
 
 
 # Where a name of the listing, between two separators (NUL between names, "/" between parts),
@@ -81,9 +93,9 @@ def git_ls_files(root: Path, *, seconds: float | None = None) -> list[str] | Non
 _SUSPECT = re.compile(r"[\0/](?:|\.|\.\.|\.git)(?=[\0/])", re.IGNORECASE)
 
 
-def _parse_ls(stdout: bytes) -> tuple[list[str], int]:
-    """The names of ``git ls-files -z -t`` output, each once, and how many were not plain."""
-    tagged = [(item[:1], os.fsdecode(item[2:])) for item in stdout.split(b"\0") if len(item) >= 3]
+def _parse_items(items: list[bytes]) -> tuple[list[str], int]:
+    """The names of ``git ls-files -z -t`` items, each once, and how many were not plain."""
+    tagged = [(item[:1], os.fsdecode(item[2:])) for item in items if len(item) >= 3]
     bad = 0
     if _SUSPECT.search("\0" + "\0".join(p for _, p in tagged) + "\0") is not None:
         plain = [(tag, p) for tag, p in tagged if _beneath_root(p)]
@@ -238,6 +250,7 @@ class Listing:
     """
 
     CHECK_EVERY = 256  # names walked between two looks at the clock
+    PARSE_EVERY = 8192  # names of git's listing checked between two looks at the clock
 
     def __init__(self, root: Path, extra: list[str]) -> None:
         self.root = root
@@ -248,6 +261,8 @@ class Listing:
         self.bad_names = 0
         self._seen: set[str] = set()
         self._walks: list[Iterator[str]] | None = None
+        self._items: list[bytes] | None = None  # git's listing, split, while it is parsed
+        self._parsed = 0
 
     def __repr__(self) -> str:
         state = "done" if self.done else "going"
@@ -272,17 +287,28 @@ class Listing:
         if time.monotonic() >= until:
             return False
         if self._walks is None:
-            try:
-                listed = git_ls_files(self.root, seconds=until - time.monotonic())
-            except ListingCut:
-                return False
-            walks: list[Iterator[str]] = []
-            if listed is None:
-                walks.append(walk_dir(self.root, self.root, honour_ignores=True, skip_hidden=True))
-            else:
-                self.in_git = True
-                for name in listed:
+            if self._items is None:
+                try:
+                    out = _git_output(self.root, until - time.monotonic())
+                except ListingCut:
+                    return False
+                self.in_git = out is not None
+                self._items = [] if out is None else out.split(b"\0")
+            # git's names are checked and decoded a part at a time, and go on at the next step.
+            items = self._items
+            while self._parsed < len(items):
+                part = items[self._parsed : self._parsed + self.PARSE_EVERY]
+                names, bad = _parse_items(part)
+                _warn_bad(self.root, bad)
+                for name in names:
                     self._add(name)
+                self._parsed += len(part)
+                if time.monotonic() >= until and self._parsed < len(items):
+                    return False
+            self._items = []
+            walks: list[Iterator[str]] = []
+            if not self.in_git:
+                walks.append(walk_dir(self.root, self.root, honour_ignores=True, skip_hidden=True))
             for d in self.extra:
                 start = self.root / d
                 if start.is_dir():

@@ -55,11 +55,13 @@ SKIP_PREFIX = "!"
 KEPT_SKIPS = frozenset({"binary", "not_utf8"})
 # What a search keeps of its bound for ranking and reading its results once the refresh is done
 # (measured: 0.01 to 0.3 s on sympy and the 100,000-file tree with two CPU burners beside it), and
-# at most a 25th of the time left (a bound much shorter than §5's, as a test sets).
+# at most a 25th of the time left (a bound much shorter than §5's, as a test sets); both times the
+# load per core up to 3 (0.17 s at a load of 12 a core).
 SEARCH_RESERVE = 0.4
 # A full scan stats, prechecks and compares this many names between two looks at the clock
 # (about 25 ms idle, 0.1 s with two CPU burners beside it).
 SCAN_CHUNK = 1024
+WATCH_EVERY = 512  # directories watched between two looks at the clock
 # What writing the manifest after the reads costs, kept out of the time the reads may take
 # (measured: 10 ms for 20,000 entries at a load of 5 a core; times the load, with margin), and
 # at most a 20th of the time left.
@@ -137,6 +139,8 @@ class _Scan:
     skipped: dict[str, int] = field(default_factory=lambda: Plan().skipped)
     over: bool = False
     stale: bool = False  # what the watch cannot account for happened during the scan
+    to_watch: list[str] = field(default_factory=list)  # directories to watch before the stats
+    watched: int = 0  # of them, watched
     calls: int = 0
 
 
@@ -378,7 +382,7 @@ class RefresherActor(Actor):
         return self._scan_step(scan, None, until)
 
     def _listed(self, scan: _Scan, listing: Listing) -> None:
-        """The listing is complete: sort it, and watch every directory that holds a name."""
+        """The listing is complete: sort it, and say which directories to watch."""
         self._bad_names = listing.bad_names
         names = sorted(listing.names)
         if self._watch is None and self._watch_wanted:
@@ -386,9 +390,23 @@ class RefresherActor(Actor):
         if self._watch is not None and not self._watch.broken:
             dirs = _dirs_of(names)
             dirs.update(listing.extra)
-            self._watch.watch_dirs(sorted(dirs))
-            self._watch.drain()  # what happened before the watches existed is in the stats below
+            scan.to_watch = sorted(dirs)
         scan.names = names
+
+    def _watch_dirs(self, scan: _Scan, until: float) -> bool:
+        """Watch every directory that holds a name, a part at a time; whether all are."""
+        watch = self._watch
+        dirs = scan.to_watch
+        while watch is not None and scan.watched < len(dirs) and not watch.broken:
+            part = dirs[scan.watched : scan.watched + WATCH_EVERY]
+            watch.watch_dirs(part)
+            scan.watched += len(part)
+            if time.monotonic() >= until and scan.watched < len(dirs):
+                return False
+        scan.to_watch = []
+        if watch is not None:
+            watch.drain()  # what happened before the watches existed is in the stats below
+        return True
 
     def _scan_step(self, scan: _Scan, changes: Changes | None, until: float) -> Plan:
         """Go on with a full scan until it is done or until; the plan of what it compared."""
@@ -403,6 +421,13 @@ class RefresherActor(Actor):
                 plan.skipped = dict(scan.skipped)
                 return plan
             self._listed(scan, listing)
+        if scan.to_watch:
+            if not self._watch_dirs(scan, until):
+                plan.not_seen = max(len(scan.names), 1)
+                plan.unseen_from = scan.names[0] if scan.names else None
+                plan.over = self._over
+                plan.skipped = dict(scan.skipped)
+                return plan
         elif scan.at:
             self._look_again(scan, changes, plan)
         names = scan.names
@@ -580,11 +605,11 @@ class RefresherActor(Actor):
         # A search ranks and reads its results after the refresh, inside the same bound (§5);
         # and the manifest is written after the reads, inside it too.
         left = msg.deadline - loop.time()
-        reserve = 0.0 if msg.update else min(SEARCH_RESERVE, left / 25)
+        load = _load_factor()
+        reserve = 0.0 if msg.update else min(SEARCH_RESERVE, left / 25) * min(load, 3.0)
         save = min(
             left / 20,
-            (SAVE_FIXED_SECONDS + SAVE_SECONDS_PER_ENTRY * len(self.manifest.entries))
-            * _load_factor(),
+            (SAVE_FIXED_SECONDS + SAVE_SECONDS_PER_ENTRY * len(self.manifest.entries)) * load,
         )
         deadline = msg.deadline - reserve - save
         until = time.monotonic() + (deadline - loop.time())  # the plan's clock is monotonic

@@ -56,7 +56,7 @@ class Clock:
         self.listed = 0
         self.stated: list[str] = []
         real_stat = refresher._stat_all
-        real_ls = _listing.git_ls_files
+        real_ls = _listing._git_output
         clock = self
 
         class Time:
@@ -73,14 +73,14 @@ class Clock:
                 self.offset += 3600.0  # an hour passes while this part is stat-ed
             return real_stat(root, paths)
 
-        def git_ls_files(root: Path, *, seconds: float | None = None) -> list[str] | None:
+        def git_output(root: Path, seconds: float | None) -> bytes | None:
             self.listed += 1
-            return real_ls(root, seconds=seconds)
+            return real_ls(root, seconds)
 
         monkeypatch.setattr(refresher, "time", Time)
         monkeypatch.setattr(refresher, "_stat_all", stat_all)
         monkeypatch.setattr(refresher, "SCAN_CHUNK", PART)
-        monkeypatch.setattr(_listing, "git_ls_files", git_ls_files)
+        monkeypatch.setattr(_listing, "_git_output", git_output)
 
     def stop_next(self) -> None:
         self.cut = True
