@@ -246,3 +246,22 @@ async def test_a_new_session_loading_stored_records_stops_at_the_deadline_and_go
     assert after.header["files"] == 150
     assert [h["path"] for h in after.hits][:1] == ["m149.py"]
     assert (up["files"], up["read"], up["not_seen"]) == (150, 0, 0)
+
+
+@pytest.mark.asyncio
+async def test_past_the_file_limit_no_later_name_is_stat_ed_and_each_is_counted(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    limits = refresher.Limits(files=3)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], record=events.append, workers=1, limits=limits
+    ) as engine:
+        summary = (await engine.index_update()).summary
+        hits = {w: await found(engine, w) for w in OLD}
+    # The first part (f00-f03) fills the index and finds f03 past the limit; no name after it
+    # is stat-ed, and all seven past the limit are counted.
+    assert (summary["files"], summary["skipped"]["over_limit"], summary["partial"]) == (3, 7, True)
+    assert sorted(set(clock.stated)) == sorted(FILES)[:PART]
+    assert hits == {w: ([f"f{i:02}.py"] if i < 3 else []) for i, w in enumerate(OLD)}
