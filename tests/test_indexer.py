@@ -162,12 +162,15 @@ async def test_a_new_session_starts_from_the_snapshot_even_with_no_record_left(
         snaps = list((_index_dir(repo, dirs[0]) / "trees").glob("*.snap"))
     assert len(snaps) == 1
     shutil.rmtree(_index_dir(repo, dirs[0]) / "chunks")
-    async with await open_engine(repo, dirs) as engine:
+    events: list[dict[str, object]] = []
+    async with await open_engine(repo, dirs, record=events.append) as engine:
         out = await engine.index_search("caracal_4", "repo")
         summary = (await engine.index_update()).summary
-    # The index came from the snapshot: nothing to load from the (empty) store, nothing read.
+    # The index came from the snapshot: nothing to load from the (empty) store, nothing read,
+    # by the search or by the update.
     assert [h["path"] for h in out.hits][:1] == ["m4.py"]
     assert (summary["read"], summary["files"]) == (0, 5)
+    assert [e["read"] for e in events if e["kind"] == "index.update"] == [0]
 
 
 @pytest.mark.asyncio
@@ -206,7 +209,7 @@ async def test_a_file_gone_between_the_guards_decision_and_the_read_is_left_out(
     async with await open_engine(repo, dirs, checkers=[checker]) as engine:
         summary = (await engine.index_update()).summary
         out = await engine.index_search("kinkajou", "repo")
-    assert (summary["files"], summary["read"]) == (1, 1)
+    assert (summary["files"], summary["read"], summary["skipped"]["too_large"]) == (1, 1, 0)
     assert [h["path"] for h in out.hits] == ["a.py"]
 
 

@@ -265,3 +265,31 @@ async def test_past_the_file_limit_no_later_name_is_stat_ed_and_each_is_counted(
     assert (summary["files"], summary["skipped"]["over_limit"], summary["partial"]) == (3, 7, True)
     assert sorted(set(clock.stated)) == sorted(FILES)[:PART]
     assert hits == {w: ([f"f{i:02}.py"] if i < 3 else []) for i, w in enumerate(OLD)}
+
+
+@pytest.mark.asyncio
+async def test_a_file_compared_before_the_stop_and_not_read_is_read_when_the_scan_goes_on(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    from nodwyn_retrieval.guard import CheckResult
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    refuse = {"f02.py"}
+
+    def checker(path: str, size: int) -> CheckResult:
+        return CheckResult.deny("not now") if path in refuse else CheckResult.allow()
+
+    events: list[dict[str, Any]] = []
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], record=events.append, workers=1,
+        checkers=[checker],
+    ) as engine:  # fmt: skip
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        refuse.clear()
+        # The next refresh goes on past the stop, and reads again the file refused before it.
+        went_on = await engine.index_search(OLD[2], "repo")
+    assert (cut["refused"], cut["read"], cut["not_seen"]) == (["f02.py"], PART - 1, 6)
+    assert [h["path"] for h in went_on.hits] == ["f02.py"]
+    assert went_on.header["files"] == 10
