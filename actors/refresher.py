@@ -5,6 +5,10 @@ size, modification time and inode with the manifest, has the indexer read what c
 indexer does every read), and writes the manifest under its lock, atomically. It never reads a
 file's contents.
 
+A full scan (the listing, the watch of its directories, the stat, precheck and comparison of each
+name) is made a part at a time and stops at the refresh's deadline (§5); what it compared is read
+and dropped, what it did not is said as not seen yet, and the next refresh goes on from there.
+
 Two processes may refresh one tree: the manifest on disk is merged, not overwritten. Under the lock
 a refresh loads the manifest again and applies only the paths it read or removed on top, so neither
 process loses the other's work; each process's in-memory index catches up at its next refresh.
