@@ -460,6 +460,7 @@ async def _refresh_many(ns: argparse.Namespace) -> tuple[str, Any, str | None]:
         engine = await _engine(ns, top)
         try:
             calls = 0
+            seen_left = 1 << 62  # files not looked at yet after the last call
             total_read = 0
             total_bytes = 0
             t0 = time.perf_counter()
@@ -469,8 +470,14 @@ async def _refresh_many(ns: argparse.Namespace) -> tuple[str, Any, str | None]:
                 total_read += up.summary["read"]
                 total_bytes += up.summary["bytes"]
                 # Done when nothing is left unread; past a limit of §2 more calls add nothing.
-                if up.summary["not_read"] == 0 or up.summary["read"] == 0:
+                # A call stopped before it looked at every file goes on at the next, while the
+                # calls still get further.
+                not_seen = up.summary.get("not_seen", 0)
+                if (not_seen == 0 or not_seen >= seen_left) and (
+                    up.summary["not_read"] == 0 or up.summary["read"] == 0
+                ):
                     break
+                seen_left = not_seen
             s = dict(up.summary)
             s.update(
                 root=str(top),

@@ -351,6 +351,7 @@ class Engine:
             "files": found.files,
             "partial": r.partial,
             "not_read": r.not_read,
+            "not_seen": r.not_seen,
             "text": head.split("\n", 1)[0],
         }
         hits = [
@@ -396,6 +397,7 @@ class Engine:
             "left_out_unasked": list(r.left_out_unasked),
             "partial": r.partial,
             "not_read": r.not_read,
+            "not_seen": r.not_seen,
             "seconds": round(r.seconds, 3),
             "bytes": r.bytes,
             "saved": r.saved,
@@ -557,6 +559,11 @@ def _repo_header(matched: int, chunks: int, files: int, r: Refreshed) -> str:
     verb = "matches" if matched == 1 else "match"
     head = f"{matched:,} of {plural(chunks, 'chunk')} in {plural(files, 'file')} {verb}"
     notes = []
+    if r.not_seen:
+        notes.append(
+            f"{plural(r.not_seen, 'file')} not looked at yet in time: the index is partial "
+            "(the next search or index-update goes on)"
+        )
     if r.not_read:
         notes.append(
             f"{plural(r.not_read, 'changed file')} not read again in time: the index is partial "
@@ -592,6 +599,8 @@ def _update_text(r: Refreshed, rel: str | None) -> str:
         text += "\nrefused by the guard: " + ", ".join(r.refused)
     if r.left_out_unasked:
         text += "\nleft out, not asked: " + ", ".join(r.left_out_unasked)
+    if r.not_seen:
+        text += f"\npartial: {plural(r.not_seen, 'file')} not looked at yet; call index-update"
     if r.not_read:
         text += f"\npartial: {plural(r.not_read, 'file')} not read yet; call index-update again"
     elif r.over_limit:

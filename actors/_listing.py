@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,22 +22,46 @@ from nodwyn_retrieval.errors import StoreError
 from nodwyn_retrieval.guard.beneath import Beneath, clean_relative
 from nodwyn_retrieval.store.paths import git_repo
 
-__all__ = ["git_ls_files", "list_tree", "walk_dir"]
+__all__ = ["Listing", "ListingCut", "git_ls_files", "list_tree", "walk_dir"]
 
 NODWYN_DIR = ".nodwyn/"
 GITIGNORE_BYTES = 1 << 20  # a .gitignore is read up to 1 MiB
+GIT_SECONDS = 120.0  # git ls-files is given at most this, deadline or not
 
 log = logging.getLogger("nodwyn_retrieval.actors.listing")
 
 
-def git_ls_files(root: Path) -> list[str] | None:
+class ListingCut(TimeoutError):
+    """The listing did not finish before the deadline it was given."""
+
+
+def git_ls_files(root: Path, *, seconds: float | None = None) -> list[str] | None:
     """The files git lists in root, or None when root is not a git working tree.
 
     git is told the git directory and the working tree (:class:`store.paths.GitRepo`), so a
     repository's ``core.worktree``, a ``.git`` file or the environment cannot change what is
     listed; a tree git disagrees about is refused (``BadInput``) by :func:`store.paths.git_repo`.
     Every name is checked to be a plain relative path beneath root before it is used.
+
+    ``seconds``: the time git is given; past it git is stopped and :class:`ListingCut` raised.
+    Without it git has 120 s, and a listing past that is a ``StoreError``.
     """
+    out = _git_output(root, seconds)
+    if out is None:
+        return None
+    names, bad = _parse_items(out.split(b"\0"))
+    _warn_bad(root, bad)
+    return names
+
+
+def _warn_bad(root: Path, bad: int) -> None:
+    if bad:
+        log.warning("git listed %d name(s) in %s that are not plain paths beneath it: left out",
+                    bad, root)  # fmt: skip
+
+
+def _git_output(root: Path, seconds: float | None) -> bytes | None:
+    """What ``git ls-files`` prints for root (as :func:`git_ls_files` runs it), or None."""
     repo = git_repo(root)
     if repo is None:
         return None
@@ -46,33 +71,44 @@ def git_ls_files(root: Path) -> list[str] | None:
     try:
         out = repo.run(
             "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard",
-            timeout=120, cwd=here,
+            timeout=GIT_SECONDS if seconds is None else max(0.0, min(seconds, GIT_SECONDS)),
+            cwd=here,
         )  # fmt: skip
     except (FileNotFoundError, PermissionError):
         return None
     except subprocess.TimeoutExpired:
+        if seconds is not None and seconds < GIT_SECONDS:
+            raise ListingCut(f"git ls-files in {root} stopped at the deadline") from None
         raise StoreError(f"git ls-files in {root} took longer than 120 s") from None
     if out.returncode != 0:
         return None
-    seen: dict[str, None] = {}
+    return out.stdout
+
+
+# Where a name of the listing, between two separators (NUL between names, "/" between parts),
+# has an empty part, ".", ".." or ".git" in any case: a name that may not be a plain path beneath
+# the root. The names are checked together in one pass; only when this finds something is each
+# name checked alone (_beneath_root). It finds more than that check refuses, never less: every
+# refused name has such a part (a leading "/" or a trailing one is an empty part).
+_SUSPECT = re.compile(r"[\0/](?:|\.|\.\.|\.git)(?=[\0/])", re.IGNORECASE)
+
+
+def _parse_items(items: list[bytes]) -> tuple[list[str], int]:
+    """The names of ``git ls-files -z -t`` items, each once, and how many were not plain."""
+    tagged = [(item[:1], os.fsdecode(item[2:])) for item in items if len(item) >= 3]
     bad = 0
-    for item in out.stdout.split(b"\0"):
-        if len(item) < 3:
-            continue
-        tag, raw = item[:1], item[2:]
-        path = os.fsdecode(raw)
-        if not _beneath_root(path):
-            bad += 1
-            continue
-        # An untracked file under .nodwyn/ is another session's worktree, attachment or kept
-        # version: never indexed. Tracked ones are the project's own.
-        if tag == b"?" and (path.startswith(NODWYN_DIR) or path == ".nodwyn"):
-            continue
-        seen.setdefault(path, None)
-    if bad:
-        log.warning("git listed %d name(s) in %s that are not plain paths beneath it: left out",
-                    bad, root)  # fmt: skip
-    return list(seen)
+    if _SUSPECT.search("\0" + "\0".join(p for _, p in tagged) + "\0") is not None:
+        plain = [(tag, p) for tag, p in tagged if _beneath_root(p)]
+        bad = len(tagged) - len(plain)
+        tagged = plain
+    # An untracked file under .nodwyn/ is another session's worktree, attachment or kept
+    # version: never indexed. Tracked ones are the project's own.
+    seen = {
+        p: None
+        for tag, p in tagged
+        if tag != b"?" or not (p.startswith(NODWYN_DIR) or p == ".nodwyn")
+    }
+    return list(seen), bad
 
 
 def _beneath_root(path: str) -> bool:
@@ -193,3 +229,109 @@ def list_tree(root: Path) -> tuple[list[str], bool]:
     if listed is not None:
         return listed, True
     return list(walk_dir(root, root, honour_ignores=True, skip_hidden=True)), False
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class Listing:
+    """The files a refresh looks at, listed in steps that each stop at a deadline.
+
+    git's listing is one run of git, given the time left: cut, it runs again at the next step.
+    A walk (a tree outside git, and each directory ``index-update`` added) goes on at the next
+    step from the directory it stopped in. ``names`` holds each listed name once, in the order
+    found, complete when :meth:`step` has answered True. A name that is not UTF-8 cannot be shown
+    in a result or stored as text: it is left out and counted in ``bad_names``.
+    """
+
+    CHECK_EVERY = 256  # names walked between two looks at the clock
+    PARSE_EVERY = 8192  # names of git's listing checked between two looks at the clock
+
+    def __init__(self, root: Path, extra: list[str]) -> None:
+        self.root = root
+        self.extra = list(extra)
+        self.names: list[str] = []
+        self.in_git = False
+        self.done = False
+        self.bad_names = 0
+        self._seen: set[str] = set()
+        self._walks: list[Iterator[str]] | None = None
+        self._items: list[bytes] | None = None  # git's listing, split, while it is parsed
+        self._parsed = 0
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else "going"
+        return f"<Listing {state} {len(self.names)} names of {str(self.root)!r}>"
+
+    def _add(self, name: str) -> None:
+        if name in self._seen:
+            return
+        self._seen.add(name)
+        if _utf8(name):
+            self.names.append(name)
+        else:
+            self.bad_names += 1
+
+    def step(self, until: float) -> bool:
+        """List until done or ``time.monotonic()`` reaches until; whether the listing is complete.
+
+        Raises what :func:`git_ls_files` raises but :class:`ListingCut` (a cut step answers
+        False)."""
+        if self.done:
+            return True
+        if time.monotonic() >= until:
+            return False
+        if self._walks is None:
+            if self._items is None:
+                try:
+                    out = _git_output(self.root, until - time.monotonic())
+                except ListingCut:
+                    return False
+                self.in_git = out is not None
+                self._items = [] if out is None else out.split(b"\0")
+            # git's names are checked and decoded a part at a time, and go on at the next step.
+            items = self._items
+            while self._parsed < len(items):
+                part = items[self._parsed : self._parsed + self.PARSE_EVERY]
+                names, bad = _parse_items(part)
+                _warn_bad(self.root, bad)
+                for name in names:
+                    self._add(name)
+                self._parsed += len(part)
+                if time.monotonic() >= until and self._parsed < len(items):
+                    return False
+            self._items = []
+            walks: list[Iterator[str]] = []
+            if not self.in_git:
+                walks.append(walk_dir(self.root, self.root, honour_ignores=True, skip_hidden=True))
+            for d in self.extra:
+                start = self.root / d
+                if start.is_dir():
+                    walks.append(
+                        walk_dir(self.root, start, honour_ignores=False, skip_hidden=False)
+                    )
+            self._walks = walks
+        every = self.CHECK_EVERY
+        while self._walks:
+            walk = self._walks[0]
+            for n, name in enumerate(walk, 1):
+                self._add(name)
+                if n % every == 0 and time.monotonic() >= until:
+                    return False
+            self._walks.pop(0)
+        self._seen = set()
+        self.done = True
+        return True
+
+    def close(self) -> None:
+        """Stop the walks in progress (each closes its directory descriptors)."""
+        for walk in self._walks or []:
+            close = getattr(walk, "close", None)
+            if close is not None:
+                close()
+        self._walks = []

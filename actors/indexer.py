@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -166,16 +167,24 @@ class IndexerActor(Actor):
     # -- indexing -------------------------------------------------------------------------
 
     def _sync(
-        self, target: dict[str, str]
-    ) -> tuple[dict[str, tuple[str, FileRecord] | None], list[str]]:
-        """Changes that make the index hold exactly target; paths whose records are gone."""
+        self, target: dict[str, str], until: float | None = None
+    ) -> tuple[dict[str, tuple[str, FileRecord] | None], list[str], list[str]]:
+        """Changes that make the index hold exactly target; paths whose records are gone; and
+        paths whose records were not loaded before ``time.monotonic()`` reached until (§5: a
+        new session may have thousands of records to load; the next refresh goes on)."""
         changes: dict[str, tuple[str, FileRecord] | None] = {}
         missing: list[str] = []
+        later: list[str] = []
         for path in self.tree.files.keys() - target.keys():
             changes[path] = None
-        for path, key in target.items():
+        loaded = 0
+        for n, (path, key) in enumerate(target.items()):
             if self.tree.files.get(path) == key:
                 continue
+            loaded += 1
+            if until is not None and loaded % 64 == 0 and time.monotonic() >= until:
+                later.extend(p for p, k in list(target.items())[n:] if self.tree.files.get(p) != k)
+                break
             # Touched before it is read: a collection from now on sees it fresh (§4).
             self._touch(key)
             rec = self.store.get(key)
@@ -185,12 +194,15 @@ class IndexerActor(Actor):
                     changes[path] = None
             else:
                 changes[path] = (key, rec)
-        return changes, missing
+        return changes, missing, later
 
     async def _index(self, msg: IndexFiles) -> IndexedFiles:
         rebuilt_before = self.store.stats.rebuilt
+        later: list[str] = []
         if msg.target is not None:
-            changes, missing = await asyncio.to_thread(self._sync, msg.target)
+            loop = asyncio.get_running_loop()
+            until = time.monotonic() + (msg.deadline - loop.time())
+            changes, missing, later = await asyncio.to_thread(self._sync, msg.target, until)
         else:
             changes, missing = {p: None for p in msg.drop if p in self.tree.files}, []
         found: list[TreeFound] = []
@@ -250,6 +262,7 @@ class IndexerActor(Actor):
             tuple(missing),
             rebuilt=rebuilt,
             store_error=store_error,
+            not_loaded=tuple(later),
         )
 
     def _touch(self, key: str) -> None:

@@ -133,6 +133,10 @@ class Refreshed:
     """Why the index could not be saved, when it could not."""
     rebuilt: int = 0
     """Stored entries found corrupt, foreign or of another version and rebuilt."""
+    not_seen: int = 0
+    """Listed files not yet compared with the index: the listing and comparison of a big tree
+    stopped at the deadline, and the next refresh goes on from there. When the listing itself
+    did not finish, the files the index holds, which were not checked."""
 
 
 # -- indexer --------------------------------------------------------------------------------
@@ -181,6 +185,9 @@ class IndexedFiles:
     """Stored records found damaged (and dropped)."""
     store_error: str | None = None
     """The first error writing the chunk store, if any (a full disk)."""
+    not_loaded: tuple[str, ...] = ()
+    """Files of the target whose stored records were not loaded before the deadline (a new
+    session's first refresh): not in the index yet; the next refresh with a target goes on."""
 
 
 @dataclass(frozen=True, slots=True)

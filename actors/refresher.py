@@ -5,6 +5,10 @@ size, modification time and inode with the manifest, has the indexer read what c
 indexer does every read), and writes the manifest under its lock, atomically. It never reads a
 file's contents.
 
+A full scan (the listing, the watch of its directories, the stat, precheck and comparison of each
+name) is made a part at a time and stops at the refresh's deadline (§5); what it compared is read
+and dropped, what it did not is said as not seen yet, and the next refresh goes on from there.
+
 Two processes may refresh one tree: the manifest on disk is merged, not overwritten. Under the lock
 a refresh loads the manifest again and applies only the paths it read or removed on top, so neither
 process loses the other's work; each process's in-memory index catches up at its next refresh.
@@ -23,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from nodwyn_retrieval.actors._fastpath import guard_fingerprint, vouched
-from nodwyn_retrieval.actors._listing import list_tree, walk_dir
-from nodwyn_retrieval.actors._watch import TreeWatch
+from nodwyn_retrieval.actors._listing import Listing
+from nodwyn_retrieval.actors._watch import Changes, TreeWatch
 from nodwyn_retrieval.actors._watch import available as watch_available
-from nodwyn_retrieval.actors._work import MAX_FILE_BYTES
+from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, cpu_count
 from nodwyn_retrieval.actors.messages import (
     FileStat,
     Forget,
@@ -37,7 +41,7 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.bus import Actor, ActorRef
 from nodwyn_retrieval.errors import FormatError, StoreError
-from nodwyn_retrieval.guard import Guard, precheck_all
+from nodwyn_retrieval.guard import Decision, Guard, precheck_all
 from nodwyn_retrieval.retrieval.kinds import read_order
 from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
@@ -55,8 +59,21 @@ SKIP_PREFIX = "!"
 KEPT_SKIPS = frozenset({"binary", "not_utf8"})
 # What a search keeps of its bound for ranking and reading its results once the refresh is done
 # (measured: 0.01 to 0.3 s on sympy and the 100,000-file tree with two CPU burners beside it), and
-# at most a 25th of the time left (a bound much shorter than §5's, as a test sets).
+# at most a 25th of the time left (a bound much shorter than §5's, as a test sets); both times the
+# load per core up to 3 (0.17 s at a load of 12 a core).
 SEARCH_RESERVE = 0.4
+# A full scan stats, prechecks and compares this many names between two looks at the clock
+# (about 25 ms idle, 0.1 s with two CPU burners beside it).
+SCAN_CHUNK = 1024
+WATCH_EVERY = 512  # directories watched between two looks at the clock
+# What writing the manifest after the reads costs, kept out of the time the reads may take
+# (measured: 10 ms for 20,000 entries at a load of 5 a core; times the load, with margin), and
+# at most a 20th of the time left.
+SAVE_FIXED_SECONDS = 0.02
+SAVE_SECONDS_PER_ENTRY = 1e-6
+# Putting the files to read in the order a search needs them costs about this much a file at
+# the load of one task a core (1 s for 20,000 at 5 a core): done only when it fits.
+ORDER_SECONDS_PER_FILE = 1e-5
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +115,37 @@ class Plan:
         )
     )
     over: bool = False
+    not_seen: int = 0
+    """Listed names not compared with the manifest yet (the full scan stopped at the deadline);
+    when the listing itself did not finish, the manifest's entries, which were not checked."""
+    unseen_from: str | None = None
+    """The first name not compared, when the scan stopped between two names."""
 
 
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+@dataclass
+class _Scan:
+    """A full comparison of the tree with the manifest, made in steps that stop at a deadline.
+
+    A refresh that runs out of time in it keeps it, with what it has listed, stat-ed and compared,
+    and the next refresh goes on from there: what was compared was read or dropped by the refresh
+    that compared it, what was not is said as not seen yet. The watch, set when the listing is
+    complete, says which of the names compared already changed since (they are looked at again);
+    when it cannot say, the scan is finished as it is and the next refresh lists the tree again.
+    """
+
+    listing: Listing | None  # None: the names and their stats are given
+    names: list[str] = field(default_factory=list)  # the listing, sorted, once complete
+    given: dict[str, FileStat | None] | None = None  # the stats, when given
+    at: int = 0  # names[:at] are stat-ed and compared
+    fs: dict[str, FileStat | None] = field(default_factory=dict)
+    keep: set[str] = field(default_factory=set)  # the files the index holds, of names[:at]
+    n_bytes: int = 0
+    skipped: dict[str, int] = field(default_factory=lambda: Plan().skipped)
+    over: bool = False
+    stale: bool = False  # what the watch cannot account for happened during the scan
+    to_watch: list[str] = field(default_factory=list)  # directories to watch before the stats
+    watched: int = 0  # of them, watched
+    calls: int = 0
 
 
 def _dirs_of(paths: list[str]) -> set[str]:
@@ -154,6 +194,7 @@ class RefresherActor(Actor):
         self._guard_fp = guard_fingerprint(guard)
         self.rebuilt = 0
         self._fs: dict[str, FileStat | None] | None = None  # the listing as last stat-ed
+        self._scan: _Scan | None = None  # a full scan a refresh stopped in, to go on with
         self._pending: set[str] = set()
         self._extra: list[str] = []
         self._over = False
@@ -175,6 +216,7 @@ class RefresherActor(Actor):
         )
 
     async def on_stop(self) -> None:
+        self._drop_scan()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -207,10 +249,14 @@ class RefresherActor(Actor):
                 base = disk if disk is not None else self.manifest
                 # Another process's entries merged in: the indexer must load their records.
                 self._foreign |= disk is not None and disk is not self.manifest
+                save = bool(touched or extra or disk is None or force)
+                # A generation names one version of the file on disk: only a save makes one. (A
+                # new generation kept in memory only would be taken, at the next reload, for the
+                # one another process saves next, and that save's entries never loaded.)
                 generation = max(base.generation, self.manifest.generation) + 1
-                m = self._applied(base, touched, extra, generation)
+                m = self._applied(base, touched, extra, generation if save else base.generation)
                 m.updated = time.time()
-                if touched or extra or disk is None or force:
+                if save:
                     save_manifest(self.manifest_path, m)
                     self._disk_sig = self._stat_sig()
                 self.manifest = m
@@ -270,41 +316,15 @@ class RefresherActor(Actor):
         if disk is not None and disk.generation != self.manifest.generation:
             if disk.extra != self.manifest.extra:
                 self._fs = None  # directories another process added: list the tree again
+                self._drop_scan()
             self.manifest = disk
             self._compare_all = True
 
-    def _full_scan(self, directory: str | None) -> dict[str, FileStat | None]:
-        """List the tree (and the directories index-update added), watch it, and stat every file."""
-        listed, in_git = list_tree(self.root)
-        # A name that is not UTF-8 cannot be shown in a result or stored as text: it is left out
-        # and counted with the files that are not UTF-8.
-        good = [p for p in listed if _utf8(p)]
-        self._bad_names = len(listed) - len(good)
-        listed = good
-        extra = list(self.manifest.extra)
-        if directory is not None and directory not in extra:
-            extra = [*extra, directory]
-        self._extra = extra
-        if extra:
-            seen = set(listed)
-            for d in extra:
-                start = self.root / d
-                if not start.is_dir():
-                    continue
-                for p in walk_dir(self.root, start, honour_ignores=False, skip_hidden=False):
-                    if p not in seen and _utf8(p):
-                        seen.add(p)
-                        listed.append(p)
-        if self._watch is None and self._watch_wanted:
-            self._start_watch(in_git)
-        if self._watch is not None and not self._watch.broken:
-            dirs = _dirs_of(listed)
-            dirs.update(extra)
-            self._watch.watch_dirs(sorted(dirs))
-            self._watch.drain()  # what happened before the watches existed is in the stats below
-        listed.sort()
-        self._fs = dict(zip(listed, _stat_all(self.root, listed), strict=True))
-        return self._fs
+    def _drop_scan(self) -> None:
+        if self._scan is not None:
+            if self._scan.listing is not None:
+                self._scan.listing.close()
+            self._scan = None
 
     def _start_watch(self, in_git: bool) -> None:
         if not watch_available():
@@ -316,10 +336,19 @@ class RefresherActor(Actor):
         except OSError:
             self._watch_wanted = False
 
-    def _plan(self, directory: str | None, update: bool) -> Plan:
-        """What to read and what to drop, from a full scan or from what the watch saw."""
+    def _plan(self, directory: str | None, update: bool, until: float) -> Plan:
+        """What to read and what to drop, from a full scan or from what the watch saw.
+
+        ``until``: the ``time.monotonic()`` past which a full scan stops (and goes on at the
+        next refresh)."""
         self._reload_if_changed()
         changes = self._watch.drain() if self._watch is not None else None
+        scan = self._scan
+        if scan is not None and directory is not None and directory not in self._extra:
+            self._drop_scan()  # a directory to add: list again, with it
+            scan = None
+        if scan is not None:
+            return self._scan_step(scan, changes, until)
         full = (
             update
             or directory is not None
@@ -336,20 +365,211 @@ class RefresherActor(Actor):
                     full = True
                     break
         if full or fs is None or changes is None:
-            fs = self._full_scan(directory)
-        else:
-            dirty = sorted((changes.touched | self._pending) & fs.keys())
-            for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):
-                old = fs[p]
-                self._fs_bytes += (st.size if st else 0) - (old.size if old else 0)
-                fs[p] = st
-            if self._fs_bytes > self.limits.bytes or len(fs) > self.limits.files:
-                return self._plan(directory, True)
-            if not self._compare_all:
-                return self._classify_dirty(fs, dirty)
+            extra = list(self.manifest.extra)
+            if directory is not None and directory not in extra:
+                extra = [*extra, directory]
+            self._extra = extra
+            scan = self._scan = _Scan(Listing(self.root, extra))
+            return self._scan_step(scan, None, until)
+        dirty = sorted((changes.touched | self._pending) & fs.keys())
+        for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):
+            old = fs[p]
+            self._fs_bytes += (st.size if st else 0) - (old.size if old else 0)
+            fs[p] = st
+        if self._fs_bytes > self.limits.bytes or len(fs) > self.limits.files:
+            return self._plan(directory, True, until)
+        if not self._compare_all:
+            return self._classify_dirty(fs, dirty)
+        # Another process wrote the manifest: the whole listing is compared with it again, from
+        # the stats the watch keeps current.
+        scan = self._scan = _Scan(None, names=sorted(fs), given=fs)
+        return self._scan_step(scan, None, until)
+
+    def _listed(self, scan: _Scan, listing: Listing) -> None:
+        """The listing is complete: sort it, and say which directories to watch."""
+        self._bad_names = listing.bad_names
+        names = sorted(listing.names)
+        if self._watch is None and self._watch_wanted:
+            self._start_watch(listing.in_git)
+        if self._watch is not None and not self._watch.broken:
+            dirs = _dirs_of(names)
+            dirs.update(listing.extra)
+            scan.to_watch = sorted(dirs)
+        scan.names = names
+
+    def _watch_dirs(self, scan: _Scan, until: float) -> bool:
+        """Watch every directory that holds a name, a part at a time; whether all are."""
+        watch = self._watch
+        dirs = scan.to_watch
+        while watch is not None and scan.watched < len(dirs) and not watch.broken:
+            part = dirs[scan.watched : scan.watched + WATCH_EVERY]
+            watch.watch_dirs(part)
+            scan.watched += len(part)
+            if time.monotonic() >= until and scan.watched < len(dirs):
+                return False
+        scan.to_watch = []
+        if watch is not None:
+            watch.drain()  # what happened before the watches existed is in the stats below
+        return True
+
+    def _scan_step(self, scan: _Scan, changes: Changes | None, until: float) -> Plan:
+        """Go on with a full scan until it is done or until; the plan of what it compared."""
+        plan = Plan()
+        entries = self.manifest.entries
+        listing = scan.listing
+        if listing is not None and not scan.names and not listing.done:
+            if not listing.step(until):
+                # Nothing compared: what the index holds was not checked, and is said so.
+                plan.not_seen = max(len(entries), len(listing.names), 1)
+                plan.over = self._over
+                plan.skipped = dict(scan.skipped)
+                return plan
+            self._listed(scan, listing)
+        if scan.to_watch:
+            if not self._watch_dirs(scan, until):
+                plan.not_seen = max(len(scan.names), 1)
+                plan.unseen_from = scan.names[0] if scan.names else None
+                plan.over = self._over
+                plan.skipped = dict(scan.skipped)
+                return plan
+        elif scan.at:
+            self._look_again(scan, changes, plan)
+        names = scan.names
+        lo = scan.at
+        given = scan.given
+        while scan.at < len(names) and time.monotonic() < until:
+            if len(scan.keep) >= self.limits.files:
+                # The index holds as many files as it may: no later name in path order can
+                # enter, and none is stat-ed or checked; each is counted past the limit.
+                scan.skipped["over_limit"] += len(names) - scan.at
+                scan.over = True
+                scan.at = len(names)
+                break
+            part = names[scan.at : scan.at + SCAN_CHUNK]
+            stats = [given[p] for p in part] if given is not None else _stat_all(self.root, part)
+            fs = dict(zip(part, stats, strict=True))
+            self._compare(scan, fs, plan)
+            scan.fs.update(fs)
+            scan.at += len(part)
+        # The manifest's entries in the range this step compared that the index no longer holds:
+        # gone, no longer listed, refused now, too large or past a limit.
+        first = names[lo] if lo else None
+        end = names[scan.at] if scan.at < len(names) else None
+        keep = scan.keep
+        for p in entries:
+            if p not in keep and (first is None or p >= first) and (end is None or p < end):
+                plan.drop[p] = None
+        plan.over = scan.over
+        plan.skipped = dict(scan.skipped)
+        plan.skipped["not_utf8"] += self._bad_names
+        if scan.at < len(names):
+            plan.not_seen = len(names) - scan.at
+            plan.unseen_from = names[scan.at]
+            return plan
+        # Done: the stats of the whole listing are what the watched path starts from.
+        self._scan = None
+        self._fs = None if scan.stale else scan.fs
+        self._fs_bytes = sum(st.size for st in scan.fs.values() if st is not None)
+        self._over = scan.over
         self._compare_all = False
-        self._fs_bytes = sum(st.size for st in fs.values() if st is not None)
-        return self._classify(fs)
+        return plan
+
+    def _look_again(self, scan: _Scan, changes: Changes | None, plan: Plan) -> None:
+        """Names a scan compared in an earlier refresh that changed since, or were not read."""
+        prefix = scan.fs
+        again = self._pending & prefix.keys()
+        if changes is None or changes.unknown:
+            scan.stale = True  # what changed among them cannot be known: list again after
+            scan.given = None  # and the names still to compare are stat-ed now
+        else:
+            again |= changes.touched & prefix.keys()
+            if changes.created - prefix.keys():
+                scan.stale = True  # perhaps a name the listing does not hold
+            if scan.given is not None:  # stats given when the scan began: bring them up to date
+                later = sorted(
+                    (changes.touched | self._pending) & scan.given.keys() - prefix.keys()
+                )
+                for p, st in zip(later, _stat_all(self.root, later), strict=True):
+                    scan.given[p] = st
+        if not again:
+            return
+        paths = sorted(again)
+        kept = [p for p in paths if p in scan.keep]
+        if len(kept) < len(paths):
+            scan.stale = True  # a name past a limit or refused then may be indexed now
+        before = {p: old.size for p in kept if (old := prefix[p]) is not None}
+        for p, st in zip(paths, _stat_all(self.root, paths), strict=True):
+            prefix[p] = st
+        sub = self._classify_dirty(prefix, kept)
+        limit = self.limits.file_bytes
+        for p in kept:
+            st = prefix[p]
+            if st is None or st.size > limit or p not in self._searchable:
+                scan.keep.discard(p)
+                scan.n_bytes -= before.get(p, 0)
+            else:
+                scan.n_bytes += st.size - before.get(p, st.size)
+        plan.to_read.extend(sub.to_read)
+        plan.drop.update(sub.drop)
+
+    def _compare(self, scan: _Scan, fs: dict[str, FileStat | None], plan: Plan) -> None:
+        """Compare a part of the sorted listing with the manifest, counting §2's limits in path
+        order from where the scan is."""
+        skipped = scan.skipped
+        entries = self.manifest.entries
+        searchable = self._searchable
+        limits = self.limits
+        keep = scan.keep
+        # A new session takes as done the precheck of what is provably as it was allowed.
+        fp, known = self._guard_fp, self.manifest.guard
+        for p in vouched(self.root, self.guard, fs, entries, fingerprint=fp, manifest_guard=known):
+            st = fs[p]
+            if st is not None:
+                searchable[p] = (st.size, st.mtime_ns, st.inode)
+        # Once the index holds as many files as it may, no later name in path order can enter:
+        # those are counted past the limit without the pin and denylist checks (none is read).
+        verdicts: dict[str, Decision] = {}
+        if len(keep) < limits.files:
+            # The pin and denylist checks of every file not found searchable in its present
+            # state, in one batch: the guard resolves each directory once (amendment
+            # 2026-10-16). Each was just found a regular file by lstat (_stat_all).
+            need = [
+                p
+                for p, st in fs.items()
+                if st is not None and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
+            ]
+            verdicts = dict(zip(need, precheck_all(self.guard, need, not_links=True), strict=True))
+        for path, st in fs.items():
+            if st is None:
+                continue
+            sig = (st.size, st.mtime_ns, st.inode)
+            if searchable.get(path) != sig:
+                verdict = verdicts.get(path)
+                if verdict is None:  # past the limit, not checked
+                    skipped["too_large" if st.size > limits.file_bytes else "over_limit"] += 1
+                    scan.over |= st.size <= limits.file_bytes
+                    continue
+                if not verdict.allowed:
+                    skipped["denied"] += 1
+                    searchable.pop(path, None)
+                    continue
+                searchable[path] = sig
+            if st.size > limits.file_bytes:
+                skipped["too_large"] += 1
+                continue
+            if len(keep) + 1 > limits.files or scan.n_bytes + st.size > limits.bytes:
+                skipped["over_limit"] += 1
+                scan.over = True
+                continue
+            scan.n_bytes += st.size
+            keep.add(path)
+            e = entries.get(path)
+            if e is not None and (e.size, e.mtime_ns, e.inode) == sig:
+                if e.key.startswith(SKIP_PREFIX):
+                    reason = e.key[len(SKIP_PREFIX) :]
+                    skipped[reason] = skipped.get(reason, 0) + 1
+                continue
+            plan.to_read.append(st)
 
     def _classify_dirty(self, fs: dict[str, FileStat | None], dirty: list[str]) -> Plan:
         """The quick plan: only the touched paths, in a tree under every limit of §2.
@@ -383,79 +603,41 @@ class RefresherActor(Actor):
                 plan.to_read.append(st)
         return plan
 
-    def _classify(self, fs: dict[str, FileStat | None]) -> Plan:
-        """Compare the whole listing with the manifest, counting §2's limits in path order."""
-        plan = Plan()
-        skipped = plan.skipped
-        entries = self.manifest.entries
-        searchable = self._searchable
-        keep: set[str] = set()
-        n_files = 0
-        n_bytes = 0
-        # A new session takes as done the precheck of what is provably as it was allowed.
-        fp, known = self._guard_fp, self.manifest.guard
-        for p in vouched(self.root, self.guard, fs, entries, fingerprint=fp, manifest_guard=known):
-            st = fs[p]
-            if st is not None:
-                searchable[p] = (st.size, st.mtime_ns, st.inode)
-        # The pin and denylist checks of every file not found searchable in its present state,
-        # in one batch: the guard resolves each directory once (amendment 2026-10-16).
-        need = [
-            p
-            for p, st in fs.items()
-            if st is not None and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
-        ]
-        # Each was just found a regular file by lstat (_stat_all): no name is looked at again.
-        verdicts = dict(zip(need, precheck_all(self.guard, need, not_links=True), strict=True))
-        for path, st in fs.items():
-            if st is None:
-                continue
-            sig = (st.size, st.mtime_ns, st.inode)
-            if searchable.get(path) != sig:
-                if not verdicts[path].allowed:
-                    skipped["denied"] += 1
-                    searchable.pop(path, None)
-                    continue
-                searchable[path] = sig
-            if st.size > self.limits.file_bytes:
-                skipped["too_large"] += 1
-                continue
-            if n_files + 1 > self.limits.files or n_bytes + st.size > self.limits.bytes:
-                skipped["over_limit"] += 1
-                plan.over = True
-                continue
-            n_files += 1
-            n_bytes += st.size
-            keep.add(path)
-            e = entries.get(path)
-            if e is not None and (e.size, e.mtime_ns, e.inode) == sig:
-                if e.key.startswith(SKIP_PREFIX):
-                    reason = e.key[len(SKIP_PREFIX) :]
-                    skipped[reason] = skipped.get(reason, 0) + 1
-                continue
-            plan.to_read.append(st)
-        plan.drop = {p: None for p in entries if p not in keep}
-        skipped["not_utf8"] += self._bad_names
-        self._over = plan.over
-        return plan
-
     async def _refresh(self, msg: Refresh) -> Refreshed:
         t0 = time.perf_counter()
-        plan = await asyncio.to_thread(self._plan, msg.directory, msg.update)
+        loop = asyncio.get_running_loop()
+        # A search ranks and reads its results after the refresh, inside the same bound (§5);
+        # and the manifest is written after the reads, inside it too.
+        left = msg.deadline - loop.time()
+        load = _load_factor()
+        reserve = 0.0 if msg.update else min(SEARCH_RESERVE, left / 25) * min(load, 3.0)
+        save = min(
+            left / 20,
+            (SAVE_FIXED_SECONDS + SAVE_SECONDS_PER_ENTRY * len(self.manifest.entries)) * load,
+        )
+        deadline = msg.deadline - reserve - save
+        until = time.monotonic() + (deadline - loop.time())  # the plan's clock is monotonic
+        plan = await asyncio.to_thread(self._plan, msg.directory, msg.update, until)
         to_read, drop, skipped, over = plan.to_read, plan.drop, plan.skipped, plan.over
+        not_seen = plan.not_seen
         if msg.progress is not None:
             msg.progress.plan(len(to_read), sum(st.size for st in to_read))
-        if len(to_read) > 1:
+        if len(to_read) > 1 and (until - time.monotonic()) > 4 * len(to_read) * (
+            ORDER_SECONDS_PER_FILE * _load_factor()
+        ):
             # What a search is likeliest to need is read first, so that a read cut by the bound
             # still finds the code (retrieval.kinds.read_order): source files whose path words
-            # match the query, then source files, then the rest.
-            order = read_order([st.path for st in to_read], msg.query)
+            # match the query, then source files, then the rest. Skipped when it would take
+            # more than a quarter of the time left.
+            paths = [st.path for st in to_read]
+            order = await asyncio.to_thread(read_order, paths, msg.query)
             to_read = [to_read[i] for i in order]
         extra = self._extra
         touched: dict[str, Entry | None] = dict(drop)
         need_sync = self._synced != self.manifest.generation
         if not to_read and not drop and not need_sync and not msg.update and not self._unsaved:
-            # Nothing changed, here or in another process: the index in memory is current.
+            # Nothing changed, here or in another process: the index in memory is current (or,
+            # when the scan stopped at the deadline, as current as it could be found).
             return Refreshed(
                 files=self._n_indexed,
                 read=0,
@@ -465,10 +647,11 @@ class RefresherActor(Actor):
                 refused=(),
                 left_out_unasked=(),
                 not_read=0,
-                partial=over,
+                partial=over or not_seen > 0,
                 over_limit=over,
                 seconds=time.perf_counter() - t0,
                 bytes=0,
+                not_seen=not_seen,
             )
         # The whole map of paths to keys only when the indexer may not hold it (a new session, or
         # another process wrote the manifest); otherwise only what this refresh drops.
@@ -481,14 +664,17 @@ class RefresherActor(Actor):
             }
             for st in to_read:
                 target.pop(st.path, None)
-        # A search ranks and reads its results after the refresh, inside the same bound (§5).
-        reserve = min(SEARCH_RESERVE, (msg.deadline - asyncio.get_running_loop().time()) / 25)
-        deadline = msg.deadline if msg.update else msg.deadline - reserve
         done = await self.indexer.ask_as(
             IndexFiles(target, tuple(to_read), deadline, tuple(drop), msg.progress),
             IndexedFiles,
         )
         missing = list(done.missing)
+        # Records a new session had no time to load: not in the index yet, said as not seen;
+        # the next refresh sends the map again and goes on.
+        not_loaded = len(done.not_loaded)
+        if not_loaded and not (not_seen and plan.unseen_from is None):  # (a cut listing: all)
+            start = plan.unseen_from
+            not_seen += sum(1 for p in done.not_loaded if start is None or p < start)
         rounds = [done]
         if missing:
             # Records another process stored, since collected or damaged: read those files again.
@@ -538,7 +724,7 @@ class RefresherActor(Actor):
             )
         # A save that failed (a full disk) is tried again at every refresh until one succeeds.
         self._unsaved = save_error
-        self._synced = None if self._foreign else self.manifest.generation
+        self._synced = None if self._foreign or not_loaded else self.manifest.generation
         self._foreign = False
         store_error = store_error or save_error
         files = sum(1 for e in self.manifest.entries.values() if not e.key.startswith(SKIP_PREFIX))
@@ -553,20 +739,31 @@ class RefresherActor(Actor):
             refused=tuple(sorted(refused)),
             left_out_unasked=tuple(sorted(unasked)),
             not_read=not_read,
-            partial=over or not_read > 0,
+            partial=over or not_read > 0 or not_seen > 0,
             over_limit=over,
             seconds=time.perf_counter() - t0,
             bytes=text_bytes,
+            not_seen=not_seen,
             saved=store_error is None,
             store_error=store_error,
             rebuilt=self.rebuilt + sum(r.rebuilt for r in rounds),
         )
         self.rebuilt = 0
         if self.record is not None and (
-            msg.update or read or removed or refused or unasked or result.rebuilt
+            msg.update or read or removed or refused or unasked or result.rebuilt or not_seen
         ):
             self.record(update_event(result))
         return result
+
+
+def _load_factor() -> float:
+    """How much slower CPU work runs now than on an idle machine (the one-minute load average
+    per core this process may use), at least 1 and at most 8."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average on this system
+        return 1.0
+    return min(8.0, max(1.0, load / cpu_count()))
 
 
 def update_event(r: Refreshed) -> dict[str, Any]:
@@ -581,6 +778,7 @@ def update_event(r: Refreshed) -> dict[str, Any]:
         "refused": list(r.refused),
         "left_out_unasked": list(r.left_out_unasked),
         "not_read": r.not_read,
+        "not_seen": r.not_seen,
         "partial": r.partial,
         "seconds": round(r.seconds, 3),
         "bytes": r.bytes,

@@ -99,6 +99,7 @@ async def _session(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     "op": "first search",
                     "seconds": time.perf_counter() - t,
                     "partial": bool(out.header.get("partial")),
+                    "not_seen": out.header.get("not_seen", 0),
                     "hits": len(out.hits),
                 }
             )
@@ -112,11 +113,14 @@ async def _session(spec: dict[str, Any]) -> list[dict[str, Any]]:
                     "seconds": time.perf_counter() - t,
                     "read": s["read"],
                     "not_read": s["not_read"],
+                    "not_seen": s.get("not_seen", 0),
                     "files": s["files"],
                     "partial": s["partial"],
                 }
             )
-            if s["not_read"] == 0 or s["read"] == 0:
+            # Done when nothing is left to read or to look at (a call that stopped in the listing
+            # or the stats reads nothing and goes on at the next).
+            if s.get("not_seen", 0) == 0 and (s["not_read"] == 0 or s["read"] == 0):
                 break
     finally:
         await engine.close()
@@ -220,7 +224,8 @@ def measure(name: str, args: argparse.Namespace, deadline: float) -> dict[str, A
                 r["phase"] = phase
                 say(f"  {phase:8s} {r['op']:13s} {r['seconds']:7.2f} s"
                     + "".join(f" {k}={r[k]}" for k in ("read", "not_read", "files", "partial")
-                              if k in r))  # fmt: skip
+                              if k in r)
+                    + (f" not_seen={r['not_seen']}" if r.get("not_seen") else ""))  # fmt: skip
             rows.extend(got)
     finally:
         if not args.keep:
@@ -244,8 +249,8 @@ def report(results: list[dict[str, Any]], load: tuple[str, str], burners: int) -
         f"load average {load[0]} at the start, {load[1]} at the end; {burners} CPU burner(s)"
         f" on {os.cpu_count()} cores",
         "",
-        "| tree | listed | phase | call | wall time | read | not read | partial |",
-        "|---|---|---|---|---|---|---|---|",
+        "| tree | listed | phase | call | wall time | read | not read | not seen | partial |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for res in results:
         for r in res["rows"]:
@@ -254,7 +259,7 @@ def report(results: list[dict[str, Any]], load: tuple[str, str], burners: int) -
             lines.append(
                 f"| {res['tree']} | {res['listed']:,} | {r['phase']} | {r['op']} |"
                 f" {r['seconds']:.2f} s | {r.get('read', '')} | {r.get('not_read', '')} |"
-                f" {r.get('partial', '')} |"
+                f" {r.get('not_seen', '')} | {r.get('partial', '')} |"
             )
     lines.append("")
     for res in results:

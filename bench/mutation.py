@@ -70,8 +70,13 @@ TESTS: dict[str, list[str]] = {
     "store/manifest.py": ["test_store_manifest.py", "test_refresher.py"],
     "store/mem.py": ["test_mem.py", "test_seq_edges.py", "test_conversation.py"],
     "store/paths.py": ["test_store_paths.py", "test_listing.py"],
-    "actors/refresher.py": ["test_refresher.py", "test_adr_numbers.py"],
-    "actors/indexer.py": ["test_indexer.py", "test_refresher.py"],
+    "actors/refresher.py": [
+        "test_refresher.py",
+        "test_refresher_sessions.py",
+        "test_scan_bounds.py",
+        "test_adr_numbers.py",
+    ],
+    "actors/indexer.py": ["test_indexer.py", "test_refresher.py", "test_scan_bounds.py"],
 }
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store")

@@ -135,3 +135,134 @@ async def test_a_text_file_rewritten_as_binary_leaves_the_index(
     assert after.hits == []
     assert after.header["files"] == 1
     assert (summary["files"], summary["skipped"]["binary"]) == (1, 1)
+
+
+# -- the snapshot, the records, and files that change while they are read ---------------------
+
+
+def _index_dir(repo: Path, data: Path) -> Path:
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    return project_dirs(data, project_key(repo)).index
+
+
+@pytest.mark.asyncio
+async def test_a_new_session_starts_from_the_snapshot_even_with_no_record_left(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    import shutil
+
+    files: dict[str, str | bytes] = {
+        f"m{i}.py": f"def caracal_{i}():\n    pass\n" for i in range(5)
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    async with await open_engine(repo, dirs) as engine:
+        await engine.index_update()
+        # The update wrote the snapshot before it answered, not only at the session's end.
+        snaps = list((_index_dir(repo, dirs[0]) / "trees").glob("*.snap"))
+    assert len(snaps) == 1
+    shutil.rmtree(_index_dir(repo, dirs[0]) / "chunks")
+    events: list[dict[str, object]] = []
+    async with await open_engine(repo, dirs, record=events.append) as engine:
+        out = await engine.index_search("caracal_4", "repo")
+        summary = (await engine.index_update()).summary
+    # The index came from the snapshot: nothing to load from the (empty) store, nothing read,
+    # by the search or by the update.
+    assert [h["path"] for h in out.hits][:1] == ["m4.py"]
+    assert (summary["read"], summary["files"]) == (0, 5)
+    assert [e["read"] for e in events if e["kind"] == "index.update"] == [0]
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_snapshot_is_dropped_counted_and_the_index_made_from_the_records(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    files: dict[str, str | bytes] = {f"m{i}.py": f"def margay_{i}():\n    pass\n" for i in range(5)}
+    repo = make_repo(tmp_path / "repo", files)
+    async with await open_engine(repo, dirs) as engine:
+        await engine.index_update()
+    (snap,) = (_index_dir(repo, dirs[0]) / "trees").glob("*.snap")
+    data = bytearray(snap.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    snap.write_bytes(bytes(data))
+    events: list[dict[str, object]] = []
+    async with await open_engine(repo, dirs, record=events.append) as engine:
+        out = await engine.index_search("margay_2", "repo")
+        summary = (await engine.index_update()).summary
+    assert [h["path"] for h in out.hits][:1] == ["m2.py"]
+    assert (summary["read"], summary["files"]) == (0, 5)
+    updates = [e for e in events if e["kind"] == "index.update"]
+    assert sum(int(str(u["rebuilt"])) for u in updates) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_file_gone_between_the_guards_decision_and_the_read_is_left_out(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.py": "kinkajou = 1\n", "b.py": "kinkajou = 2\n"})
+
+    def checker(path: str, size: int) -> CheckResult:
+        if path == "b.py":
+            (repo / "b.py").unlink(missing_ok=True)  # gone before it is read
+        return CheckResult.allow()
+
+    async with await open_engine(repo, dirs, checkers=[checker]) as engine:
+        summary = (await engine.index_update()).summary
+        out = await engine.index_search("kinkajou", "repo")
+    assert (summary["files"], summary["read"], summary["skipped"]["too_large"]) == (1, 1, 0)
+    assert [h["path"] for h in out.hits] == ["a.py"]
+
+
+@pytest.mark.asyncio
+async def test_a_file_grown_past_1_mib_between_the_stat_and_the_read_is_left_out(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.py": "fossa = 1\n", "b.py": "fossa = 2\n"})
+
+    def checker(path: str, size: int) -> CheckResult:
+        if path == "b.py" and size < 1 << 20:
+            with open(repo / "b.py", "a") as f:  # grows after the listing's stat
+                f.write("# padding\n" * (110_000))
+        return CheckResult.allow()
+
+    async with await open_engine(repo, dirs, checkers=[checker]) as engine:
+        summary = (await engine.index_update()).summary
+        out = await engine.index_search("fossa", "repo")
+    assert (summary["files"], summary["skipped"]["too_large"]) == (1, 1)
+    assert [h["path"] for h in out.hits] == ["a.py"]
+
+
+@pytest.mark.asyncio
+async def test_a_search_shows_at_most_its_limit_and_counts_every_match(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    files: dict[str, str | bytes] = {f"m{i}.py": f"serval_{i} = {i}\n" for i in range(7)}
+    files["other.py"] = "nothing = 0\n"
+    repo = make_repo(tmp_path / "repo", files)
+    async with await open_engine(repo, dirs) as engine:
+        two = await engine.index_search("serval", "repo", limit=2)
+        all_of_them = await engine.index_search("serval", "repo", limit=20)
+    assert len(two.hits) == 2
+    assert two.header["matched"] == 7
+    assert sorted(h["path"] for h in all_of_them.hits) == [f"m{i}.py" for i in range(7)]
+    assert all_of_them.header["files"] == 8
+
+
+@pytest.mark.asyncio
+async def test_a_build_big_enough_for_the_worker_pool_indexes_every_file(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    # 3 MiB of text: past the size from which analysis goes to the worker processes.
+    pad = "# " + "x" * 98 + "\n"
+    files: dict[str, str | bytes] = {
+        f"big{i:02}.py": f"def genet_{i}():\n    pass\n" + pad * 1000 for i in range(30)
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    async with await open_engine(repo, dirs) as engine:
+        summary = (await engine.index_update()).summary
+        last = await engine.index_search("genet_29", "repo")
+        first = await engine.index_search("genet_0", "repo")
+    assert (summary["files"], summary["read"], summary["not_read"]) == (30, 30, 0)
+    assert summary["bytes"] == sum(len(str(v)) for v in files.values())
+    assert [h["path"] for h in last.hits][:1] == ["big29.py"]
+    assert [h["path"] for h in first.hits][:1] == ["big00.py"]
