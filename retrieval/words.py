@@ -53,7 +53,10 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from itertools import chain
 
+import numpy as np
+import numpy.typing as npt
 import Stemmer
 
 __all__ = [
@@ -228,7 +231,7 @@ class WordTable(dict[bytes, int]):
     replaced, not changed, when it passes its bound, so ids stay valid for the call that got them.
     """
 
-    __slots__ = ("defined", "multi", "word_id", "words")
+    __slots__ = ("_flat", "_flat_len", "_flat_start", "defined", "multi", "word_id", "words")
 
     def __init__(self) -> None:
         super().__init__()
@@ -240,30 +243,37 @@ class WordTable(dict[bytes, int]):
         """The word ids of the runs that give two or more words."""
         self.defined: dict[bytes, tuple[int, ...]] = {}
         """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
+        self._flat_start: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._flat_len: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._flat: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def __missing__(self, run: bytes) -> int:
         words = self.words
-        setdefault = self.word_id.setdefault
+        word_id = self.word_id
         if run.isalnum() and (run.islower() or run.isdigit()) and len(run) <= MAX_WORD_BYTES:
             # One lowercase ASCII word, most new runs: _expand_run's result, inline.
-            code = setdefault(run.decode("ascii"), len(words))
-            if code == len(words):
-                words.append(run.decode("ascii"))
+            word = run.decode("ascii")
+            code = word_id.get(word, -1)
+            if code < 0:
+                code = word_id[word] = len(words)
+                words.append(word)
         else:
-            ids: list[int] = []
             found: Iterable[str]
             if run.isascii() and run.islower() and run.find(b"-") < 0:
                 # snake_case without a capital, the next most common: _expand_ascii's words,
                 # whole then parts, with no camel-case pieces to find.
                 token = run.decode("ascii").strip("_")
-                found = dict.fromkeys(
-                    w for w in (token, *token.split("_")) if w and len(w) <= MAX_WORD_BYTES
-                )
+                found = dict.fromkeys((token, *token.split("_")))
+                found.pop("", None)
+                if len(token) > MAX_WORD_BYTES:  # then a part may be too long as well
+                    found = [w for w in found if len(w) <= MAX_WORD_BYTES]
             else:
                 found = _expand_run(run)
+            ids: list[int] = []
             for word in found:
-                i = setdefault(word, len(words))
-                if i == len(words):
+                i = word_id.get(word, -1)
+                if i < 0:
+                    i = word_id[word] = len(words)
                     words.append(word)
                 ids.append(i)
             if len(ids) == 1:
@@ -276,6 +286,23 @@ class WordTable(dict[bytes, int]):
         if len(run) <= _MEMO_MAX_RUN:
             self[run] = code
         return code
+
+    def multi_arrays(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """:attr:`multi` as arrays ``(start, size, flat)``: ``multi[k]`` is
+        ``flat[start[k] : start[k] + size[k]]``. Extended with what was added since the last call
+        (tuples are only ever appended), so that analyze() reads several-word runs by indexing."""
+        done = len(self._flat_len)
+        if done < len(self.multi):
+            new = self.multi[done:]
+            sizes = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+            flat = np.fromiter(chain.from_iterable(new), dtype=np.int64, count=int(sizes.sum()))
+            starts = np.cumsum(sizes) - sizes + len(self._flat)
+            self._flat_start = np.concatenate((self._flat_start, starts))
+            self._flat_len = np.concatenate((self._flat_len, sizes))
+            self._flat = np.concatenate((self._flat, flat))
+        return self._flat_start, self._flat_len, self._flat
 
     def ids(self, code: int) -> tuple[int, ...]:
         """The word ids of a code."""
