@@ -219,6 +219,15 @@ NO_WORDS = -1
 """The code of a run that gives no word (``__``, a long hash)."""
 
 
+def _room(array: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
+    """array, or a copy twice as long or more, with room for size entries."""
+    if len(array) >= size:
+        return array
+    grown = np.zeros(max(size, 2 * len(array), 1024), dtype=np.int64)
+    grown[: len(array)] = array
+    return grown
+
+
 class WordTable(dict[bytes, int]):
     """The memo: each run seen → its *code*, with the words the codes refer to.
 
@@ -231,7 +240,16 @@ class WordTable(dict[bytes, int]):
     replaced, not changed, when it passes its bound, so ids stay valid for the call that got them.
     """
 
-    __slots__ = ("_flat", "_flat_len", "_flat_start", "defined", "multi", "word_id", "words")
+    __slots__ = (
+        "_flat",
+        "_flat_count",
+        "_flat_len",
+        "_flat_start",
+        "defined",
+        "multi",
+        "word_id",
+        "words",
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -246,6 +264,7 @@ class WordTable(dict[bytes, int]):
         self._flat_start: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._flat_len: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._flat: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._flat_count = 0
 
     def __missing__(self, run: bytes) -> int:
         words = self.words
@@ -293,16 +312,22 @@ class WordTable(dict[bytes, int]):
         """:attr:`multi` as arrays ``(start, size, flat)``: ``multi[k]`` is
         ``flat[start[k] : start[k] + size[k]]``. Extended with what was added since the last call
         (tuples are only ever appended), so that analyze() reads several-word runs by indexing."""
-        done = len(self._flat_len)
+        done = self._flat_count
         if done < len(self.multi):
             new = self.multi[done:]
             sizes = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
             flat = np.fromiter(chain.from_iterable(new), dtype=np.int64, count=int(sizes.sum()))
-            starts = np.cumsum(sizes) - sizes + len(self._flat)
-            self._flat_start = np.concatenate((self._flat_start, starts))
-            self._flat_len = np.concatenate((self._flat_len, sizes))
-            self._flat = np.concatenate((self._flat, flat))
-        return self._flat_start, self._flat_len, self._flat
+            used = int(self._flat_start[done - 1] + self._flat_len[done - 1]) if done else 0
+            # Room doubles as it runs out, so that a build's calls copy each tuple O(1) times.
+            self._flat_start = _room(self._flat_start, len(self.multi))
+            self._flat_len = _room(self._flat_len, len(self.multi))
+            self._flat = _room(self._flat, used + len(flat))
+            self._flat_start[done : len(self.multi)] = np.cumsum(sizes) - sizes + used
+            self._flat_len[done : len(self.multi)] = sizes
+            self._flat[used : used + len(flat)] = flat
+            self._flat_count = len(self.multi)
+        n = self._flat_count
+        return self._flat_start[:n], self._flat_len[:n], self._flat
 
     def ids(self, code: int) -> tuple[int, ...]:
         """The word ids of a code."""
