@@ -54,10 +54,15 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import chain
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
 import Stemmer
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    I64 = npt.NDArray[np.int64]
 
 __all__ = [
     "IDENTIFIER_WEIGHT",
@@ -219,10 +224,12 @@ NO_WORDS = -1
 """The code of a run that gives no word (``__``, a long hash)."""
 
 
-def _room(array: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
+def _room(array: I64, size: int) -> I64:
     """array, or a copy twice as long or more, with room for size entries."""
     if len(array) >= size:
         return array
+    import numpy as np  # noqa: PLC0415  (the query side imports this module without numpy)
+
     grown = np.zeros(max(size, 2 * len(array), 1024), dtype=np.int64)
     grown[: len(array)] = array
     return grown
@@ -243,8 +250,6 @@ class WordTable(dict[bytes, int]):
     __slots__ = (
         "_flat",
         "_flat_count",
-        "_flat_len",
-        "_flat_start",
         "defined",
         "multi",
         "word_id",
@@ -261,9 +266,8 @@ class WordTable(dict[bytes, int]):
         """The word ids of the runs that give two or more words."""
         self.defined: dict[bytes, tuple[int, ...]] = {}
         """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
-        self._flat_start: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._flat_len: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._flat: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._flat: tuple[I64, I64, I64] | None = None
+        """multi as arrays (start, size, flat), with room to grow: see multi_arrays()."""
         self._flat_count = 0
 
     def __missing__(self, run: bytes) -> int:
@@ -306,28 +310,31 @@ class WordTable(dict[bytes, int]):
             self[run] = code
         return code
 
-    def multi_arrays(
-        self,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def multi_arrays(self) -> tuple[I64, I64, I64]:
         """:attr:`multi` as arrays ``(start, size, flat)``: ``multi[k]`` is
         ``flat[start[k] : start[k] + size[k]]``. Extended with what was added since the last call
         (tuples are only ever appended), so that analyze() reads several-word runs by indexing."""
-        done = self._flat_count
-        if done < len(self.multi):
+        import numpy as np  # noqa: PLC0415  (the query side imports this module without numpy)
+
+        if self._flat is None:
+            none = np.zeros(0, dtype=np.int64)
+            self._flat = (none, none, none)
+        start, size, flat = self._flat
+        done, total = self._flat_count, len(self.multi)
+        if done < total:
             new = self.multi[done:]
             sizes = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
-            flat = np.fromiter(chain.from_iterable(new), dtype=np.int64, count=int(sizes.sum()))
-            used = int(self._flat_start[done - 1] + self._flat_len[done - 1]) if done else 0
+            ids = np.fromiter(chain.from_iterable(new), dtype=np.int64, count=int(sizes.sum()))
+            used = int(start[done - 1] + size[done - 1]) if done else 0
             # Room doubles as it runs out, so that a build's calls copy each tuple O(1) times.
-            self._flat_start = _room(self._flat_start, len(self.multi))
-            self._flat_len = _room(self._flat_len, len(self.multi))
-            self._flat = _room(self._flat, used + len(flat))
-            self._flat_start[done : len(self.multi)] = np.cumsum(sizes) - sizes + used
-            self._flat_len[done : len(self.multi)] = sizes
-            self._flat[used : used + len(flat)] = flat
-            self._flat_count = len(self.multi)
-        n = self._flat_count
-        return self._flat_start[:n], self._flat_len[:n], self._flat
+            start, size = _room(start, total), _room(size, total)
+            flat = _room(flat, used + len(ids))
+            start[done:total] = np.cumsum(sizes) - sizes + used
+            size[done:total] = sizes
+            flat[used : used + len(ids)] = ids
+            self._flat = (start, size, flat)
+            self._flat_count = total
+        return start[:total], size[:total], flat
 
     def ids(self, code: int) -> tuple[int, ...]:
         """The word ids of a code."""
