@@ -11,7 +11,9 @@ directory. It reads every UTF-8 text file up to 1 MiB (the ADR's whole-file cap,
 - words: word_counts() over each file;
 - chunks: split_lines() and chunk_spans() over each file;
 - analyze: analyze() over each file, which does both and builds the arrays;
-- analyze-warm: analyze() again with the memo of the run before, as a long-lived worker has it.
+- analyze-warm: analyze() again with the memo of the run before, as a long-lived worker has it;
+- redact+analyze: a pool worker's CPU work on a file's text in a first build (guard.redact, then
+  analyze() of the redacted text), without the hashing and the chunk store's write.
 
 Each figure is the median of the runs, the rows taking turns; the word memo is cleared before
 each run but analyze-warm's, so those runs are a first build. Everything runs in one thread (so
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpora
+from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.retrieval.chunks import chunk_spans, split_lines
 from nodwyn_retrieval.retrieval.words import clear_memo, word_counts
@@ -101,6 +104,10 @@ def _warm_analyze(text: str) -> object:
     return analyze(text)
 
 
+def _worker(text: str) -> object:
+    return analyze(redact(text).text)
+
+
 ROWS: dict[str, tuple[Callable[[str], object], bool]] = {
     # name: (function, whether the word memo is cleared before each run)
     "naive": (_naive_analyze, True),
@@ -108,6 +115,7 @@ ROWS: dict[str, tuple[Callable[[str], object], bool]] = {
     "chunks": (_chunks, True),
     "analyze": (analyze, True),
     "analyze-warm": (_warm_analyze, False),
+    "redact+analyze": (_worker, True),
 }
 
 
@@ -155,15 +163,16 @@ def main(argv: list[str] | None = None) -> int:
         texts = read_texts(root)
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     names = [name for name in ROWS if not (args.no_naive and name == "naive")]
+    start_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     medians = measure(names, texts, args.runs)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{label}: {len(texts)} files, {mb:.1f} MB, median of {args.runs} runs, one thread")
-    print(f"load average {load:.1f} on {os.cpu_count()} CPUs at the end")
-    print(f"{'what':<13} {'wall s':>7} {'cpu s':>7} {'MB/s':>6} {'cpu MB/s':>9} {'x naive':>8}")
+    print(f"load average {start_load:.1f} -> {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'what':<15} {'wall s':>7} {'cpu s':>7} {'MB/s':>6} {'cpu MB/s':>9} {'x naive':>8}")
     for name in names:
         wall, cpu = medians[name]
         ratio = f"{medians['naive'][1] / cpu:8.1f}" if "naive" in medians else f"{'-':>8}"
-        print(f"{name:<13} {wall:7.2f} {cpu:7.2f} {mb / wall:6.1f} {mb / cpu:9.1f} {ratio}")
+        print(f"{name:<15} {wall:7.2f} {cpu:7.2f} {mb / wall:6.1f} {mb / cpu:9.1f} {ratio}")
     return 0
 
 

@@ -242,28 +242,28 @@ def _words_of(codes: I64, table: WordTable) -> tuple[I64 | None, I64]:
     """(which run, word id) for each word that the runs of the given codes give, in run order.
 
     ``which`` is None when each run gives exactly one word, its code: the common case, and then
-    nothing is copied.
+    nothing is copied. The words of a run that gives several are read from the table's flat
+    arrays (:meth:`retrieval.words.WordTable.multi_arrays`) by indexing, with no sort.
     """
     if not len(codes) or int(codes.min()) >= 0:
         return None, codes
     each = (codes >= 0).astype(np.int64)
-    multi = codes <= -2
-    has_multi = bool(multi.any())
-    if has_multi:
-        distinct, tuple_of_multi = np.unique(codes[multi], return_inverse=True)
-        tuples = [table.multi[-2 - code] for code in distinct.tolist()]
-        sizes = np.fromiter(map(len, tuples), dtype=np.int64, count=len(tuples))
-        flat = np.fromiter(chain.from_iterable(tuples), dtype=np.int64, count=int(sizes.sum()))
-        each[multi] = sizes[tuple_of_multi]
+    multi = np.flatnonzero(codes <= -2)
+    if not len(multi):
+        which = np.flatnonzero(each)
+        return which, codes[which]
+    flat_start, flat_len, flat = table.multi_arrays()
+    k = -2 - codes[multi]
+    each[multi] = flat_len[k]
     which = np.repeat(np.arange(len(codes)), each)
     word = codes[which]
-    if has_multi:
-        nth = np.arange(len(which)) - np.repeat(np.cumsum(each) - each, each)
-        tuple_of = np.zeros(len(codes), dtype=np.int64)
-        tuple_of[multi] = tuple_of_multi
-        in_multi = multi[which]
-        tuple_starts = np.cumsum(sizes) - sizes
-        word[in_multi] = flat[tuple_starts[tuple_of[which[in_multi]]] + nth[in_multi]]
+    # Where each run's words begin in the output, and for a several-word run where they begin in
+    # flat: the nth word of the run is flat[its start + n].
+    begin = np.cumsum(each) - each
+    base = np.zeros(len(codes), dtype=np.int64)
+    base[multi] = flat_start[k] - begin[multi]
+    in_multi = np.flatnonzero(codes[which] <= -2)
+    word[in_multi] = flat[base[which[in_multi]] + in_multi]
     return which, word
 
 

@@ -53,8 +53,16 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from itertools import chain
+from typing import TYPE_CHECKING
 
 import Stemmer
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    I64 = npt.NDArray[np.int64]
 
 __all__ = [
     "IDENTIFIER_WEIGHT",
@@ -216,6 +224,17 @@ NO_WORDS = -1
 """The code of a run that gives no word (``__``, a long hash)."""
 
 
+def _room(array: I64, size: int) -> I64:
+    """array, or a copy twice as long or more, with room for size entries."""
+    if len(array) >= size:
+        return array
+    import numpy as np  # noqa: PLC0415  (the query side imports this module without numpy)
+
+    grown = np.zeros(max(size, 2 * len(array), 1024), dtype=np.int64)
+    grown[: len(array)] = array
+    return grown
+
+
 class WordTable(dict[bytes, int]):
     """The memo: each run seen → its *code*, with the words the codes refer to.
 
@@ -228,7 +247,14 @@ class WordTable(dict[bytes, int]):
     replaced, not changed, when it passes its bound, so ids stay valid for the call that got them.
     """
 
-    __slots__ = ("defined", "multi", "word_id", "words")
+    __slots__ = (
+        "_flat",
+        "_flat_count",
+        "defined",
+        "multi",
+        "word_id",
+        "words",
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -240,30 +266,37 @@ class WordTable(dict[bytes, int]):
         """The word ids of the runs that give two or more words."""
         self.defined: dict[bytes, tuple[int, ...]] = {}
         """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
+        self._flat: tuple[I64, I64, I64] | None = None
+        """multi as arrays (start, size, flat), with room to grow: see multi_arrays()."""
+        self._flat_count = 0
 
     def __missing__(self, run: bytes) -> int:
         words = self.words
-        setdefault = self.word_id.setdefault
+        word_id = self.word_id
         if run.isalnum() and (run.islower() or run.isdigit()) and len(run) <= MAX_WORD_BYTES:
             # One lowercase ASCII word, most new runs: _expand_run's result, inline.
-            code = setdefault(run.decode("ascii"), len(words))
-            if code == len(words):
-                words.append(run.decode("ascii"))
+            word = run.decode("ascii")
+            code = word_id.get(word, -1)
+            if code < 0:
+                code = word_id[word] = len(words)
+                words.append(word)
         else:
-            ids: list[int] = []
             found: Iterable[str]
             if run.isascii() and run.islower() and run.find(b"-") < 0:
                 # snake_case without a capital, the next most common: _expand_ascii's words,
                 # whole then parts, with no camel-case pieces to find.
                 token = run.decode("ascii").strip("_")
-                found = dict.fromkeys(
-                    w for w in (token, *token.split("_")) if w and len(w) <= MAX_WORD_BYTES
-                )
+                found = dict.fromkeys((token, *token.split("_")))
+                found.pop("", None)
+                if len(token) > MAX_WORD_BYTES:  # then a part may be too long as well
+                    found = [w for w in found if len(w) <= MAX_WORD_BYTES]
             else:
                 found = _expand_run(run)
+            ids: list[int] = []
             for word in found:
-                i = setdefault(word, len(words))
-                if i == len(words):
+                i = word_id.get(word, -1)
+                if i < 0:
+                    i = word_id[word] = len(words)
                     words.append(word)
                 ids.append(i)
             if len(ids) == 1:
@@ -276,6 +309,32 @@ class WordTable(dict[bytes, int]):
         if len(run) <= _MEMO_MAX_RUN:
             self[run] = code
         return code
+
+    def multi_arrays(self) -> tuple[I64, I64, I64]:
+        """:attr:`multi` as arrays ``(start, size, flat)``: ``multi[k]`` is
+        ``flat[start[k] : start[k] + size[k]]``. Extended with what was added since the last call
+        (tuples are only ever appended), so that analyze() reads several-word runs by indexing."""
+        import numpy as np  # noqa: PLC0415  (the query side imports this module without numpy)
+
+        if self._flat is None:
+            none = np.zeros(0, dtype=np.int64)
+            self._flat = (none, none, none)
+        start, size, flat = self._flat
+        done, total = self._flat_count, len(self.multi)
+        if done < total:
+            new = self.multi[done:]
+            sizes = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+            ids = np.fromiter(chain.from_iterable(new), dtype=np.int64, count=int(sizes.sum()))
+            used = int(start[done - 1] + size[done - 1]) if done else 0
+            # Room doubles as it runs out, so that a build's calls copy each tuple O(1) times.
+            start, size = _room(start, total), _room(size, total)
+            flat = _room(flat, used + len(ids))
+            start[done:total] = np.cumsum(sizes) - sizes + used
+            size[done:total] = sizes
+            flat[used : used + len(ids)] = ids
+            self._flat = (start, size, flat)
+            self._flat_count = total
+        return start[:total], size[:total], flat
 
     def ids(self, code: int) -> tuple[int, ...]:
         """The word ids of a code."""

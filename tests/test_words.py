@@ -325,3 +325,18 @@ def test_a_query_weighs_the_words_it_writes_as_code_more_than_its_prose() -> Non
     assert q["close_books"] == q["ledger"] == q["main"] == IDENTIFIER_WEIGHT
     assert q["calling"] == q["fails"] == 1.0
     assert weighted_query(text, identifier_weight=1.0)["ledger"] == 1.0
+
+
+def test_the_tables_flat_arrays_are_its_runs_of_several_words_as_they_grow() -> None:
+    """WordTable.multi_arrays, which analyze() indexes, holds every tuple of multi in order, and
+    is extended, not rebuilt wrong, as new runs of several words arrive between two calls."""
+    from nodwyn_retrieval.retrieval.words import WordTable
+
+    table = WordTable()
+    for batch in ([b"getHTTPServer", b"max_result_tokens", b"plain"], [b"a--b", b"ScrubEnv"]):
+        for run in batch:
+            table[run]
+        start, size, flat = table.multi_arrays()
+        assert len(start) == len(size) == len(table.multi) > 0
+        for k, ids in enumerate(table.multi):
+            assert tuple(flat[start[k] : start[k] + size[k]].tolist()) == ids
