@@ -450,6 +450,14 @@ async def _engine_loop(settings: dict[str, Any], fd_in: int, fd_out: int) -> Non
 # -- the protocol's process -------------------------------------------------------------------
 
 
+class _Ended(Exception):
+    """The engine's process ended before it answered a call."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 @dataclass
 class _Child:
     """One engine's process: the calls it has not answered yet, by their ids."""
@@ -493,7 +501,7 @@ class EngineProcess:
             left, child.waiting = child.waiting, {}
             for f in left.values():
                 if not f.done():
-                    f.set_result((f"the engine's process ended (exit {code}); call again", True))
+                    f.set_exception(_Ended(code))
 
     async def call(
         self, name: str, arguments: dict[str, Any], client: str | None
@@ -525,7 +533,15 @@ class EngineProcess:
                 if attempt:
                     return f"the engine's process cannot be reached: {e}; call again", True
                 continue
-            return await answer
+            try:
+                return await answer
+            except _Ended as e:
+                # Ended before it answered: killed while the call was on its way, or ended by
+                # the call itself. Another is started and asked once more, never twice.
+                if self._child is child:
+                    self._child = None
+                if attempt:
+                    return f"the engine's process ended (exit {e.code}); call again", True
         return "the engine's process cannot be reached; call again", True  # pragma: no cover
 
     async def close(self) -> None:
