@@ -64,7 +64,11 @@ TESTS: dict[str, list[str]] = {
         "test_store_atomic_edges.py",
         "test_store_manifest.py",
     ],
-    "store/chunkstore.py": ["test_store_chunkstore.py", "test_gc.py"],
+    "store/chunkstore.py": [
+        "test_store_chunkstore.py",
+        "test_store_chunkstore_edges.py",
+        "test_gc.py",
+    ],
     "store/codec.py": [
         "test_store_codec.py",
         "test_store_codec_edges.py",
@@ -87,10 +91,10 @@ TESTS: dict[str, list[str]] = {
     "store/mem_format.py": ["test_mem.py", "test_mem_edges.py", "test_seq_edges.py"],
     "store/mem_log.py": ["test_mem.py", "test_mem_edges.py", "test_seq_edges.py"],
     "store/paths.py": ["test_store_paths.py", "test_listing.py"],
-    "store/transcripts/_base.py": ["test_transcripts.py"],
-    "store/transcripts/claude.py": ["test_transcripts.py"],
-    "store/transcripts/codex.py": ["test_transcripts.py"],
-    "store/transcripts/sessions.py": ["test_transcripts.py"],
+    "store/transcripts/_base.py": ["test_transcripts.py", "test_transcripts_edges.py"],
+    "store/transcripts/claude.py": ["test_transcripts.py", "test_transcripts_edges.py"],
+    "store/transcripts/codex.py": ["test_transcripts.py", "test_transcripts_edges.py"],
+    "store/transcripts/sessions.py": ["test_transcripts.py", "test_transcripts_edges.py"],
     "actors/refresher.py": ["test_refresher.py", "test_adr_numbers.py"],
     "actors/indexer.py": ["test_indexer.py", "test_refresher.py"],
 }
