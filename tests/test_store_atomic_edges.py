@@ -125,3 +125,11 @@ def test_a_lock_times_out_after_its_timeout(tmp_path: Path) -> None:
             lock.acquire()
     assert file_lock(path).timeout == 30
     assert path.exists()  # never removed
+
+
+def test_a_lock_makes_every_missing_directory_on_its_way(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "c" / "x.lock"
+    with file_lock(path):
+        assert path.exists()
+    with file_lock(path):  # its directories there now
+        pass
