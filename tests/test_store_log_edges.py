@@ -15,6 +15,7 @@ import pytest
 from nodwyn_retrieval.errors import BadInput, NotFound, StoreError
 from nodwyn_retrieval.store.log import (
     LogWriter,
+    TaskMeta,
     format_ts,
     list_tasks,
     meta_path,
@@ -184,6 +185,8 @@ def test_seq_1_is_an_event_and_a_seq_at_after_seq_is_not(tmp_path: Path) -> None
     assert (read.skipped, read.last_seq) == (2, 3)
     none = read_log(path, after_seq=3)
     assert (none.events, none.skipped, none.last_seq) == ([], 3, 3)
+    with pytest.raises(AttributeError):
+        none.last_seq = 9  # type: ignore[misc]  what was read stays what was read
 
 
 def test_a_log_that_is_a_directory_is_not_found(tmp_path: Path) -> None:
@@ -277,3 +280,60 @@ def test_a_meta_that_cannot_be_read_is_a_problem_not_a_crash(tmp_path: Path) -> 
     assert (meta.title, meta.created) == ("", "")
     assert len(meta.problems) == 1
     assert str(meta_path(log)) in meta.problems[0]
+
+
+def event_line_of(size: int, seq: int, turn: int) -> bytes:
+    """An event's line of exactly ``size`` bytes, its newline not counted."""
+    short = json.dumps({"seq": seq, "kind": "plan", "turn": turn, "text": ""}).encode()
+    out = json.dumps({"seq": seq, "kind": "plan", "turn": turn, "text": "x" * (size - len(short))})
+    assert len(out) == size
+    return out.encode()
+
+
+def test_a_line_cut_by_the_tail_window_is_not_taken_for_an_event(tmp_path: Path) -> None:
+    # The log's one line is not an event ("#" first), but all of it in the last 64 KiB, its
+    # first byte only left out, is one.
+    path = tmp_path / "t.jsonl"
+    data = b"#" + event_line_of((1 << 16) - 1, 5, 2) + b"\n"
+    assert len(data) == (1 << 16) + 1
+    path.write_bytes(data)
+    assert tail_of(path) == (0, 0)
+    with LogWriter(path) as w:
+        assert (w.next_seq, w.turn) == (1, 1)  # read whole: not an event either
+    # Without the "#", the file is the window: the line is whole, and read.
+    path.write_bytes(data[1:])
+    assert tail_of(path) == (5, 2)
+
+
+def test_a_writer_makes_every_missing_directory_on_its_way(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "tasks" / "t.jsonl"
+    with LogWriter(path) as w:
+        w.append("plan", 1)
+    assert [e["seq"] for e in read_log(path).events] == [1]
+
+
+def test_a_task_meta_is_a_value_its_problems_aside(tmp_path: Path) -> None:
+    assert TaskMeta() == TaskMeta("", "", False, None)
+    assert TaskMeta().archived is False
+    log = tmp_path / "t.jsonl"
+    meta_path(log).write_text(json.dumps({"title": "T", "created": "c", "archived": 1}))
+    meta = task_meta(log)
+    assert meta.problems == (f"{meta_path(log)}: archived is int",)
+    assert meta == TaskMeta("T", "c", False, None)  # the notes do not make it another task
+    with pytest.raises(AttributeError):
+        meta.title = "changed"  # type: ignore[misc]
+
+
+def test_a_meta_that_cannot_be_read_says_why_in_the_systems_words(tmp_path: Path) -> None:
+    log = tmp_path / "t.jsonl"
+    meta_path(log).mkdir()
+    assert task_meta(log).problems == (f"{meta_path(log)}: Is a directory",)
+
+
+def test_a_task_meta_is_written_as_text_a_person_can_read(tmp_path: Path) -> None:
+    log = tmp_path / "t.jsonl"
+    write_task_meta(log, title="Réparer le lien", created="2026-01-01T00:00:00.000Z")
+    text = meta_path(log).read_text(encoding="utf-8")
+    assert '"title": "Réparer le lien"' in text
+    assert text.endswith("}\n")
+    assert task_meta(log).title == "Réparer le lien"
