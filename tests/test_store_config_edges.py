@@ -56,7 +56,10 @@ def test_empty_embedding_settings_are_off_not_half_set(tmp_path: Path) -> None:
 
 
 def test_only_both_embedding_settings_turn_embeddings_on() -> None:
-    assert Config(embed_server="http://x", embed_model="m").embeddings
+    config = Config(embed_server="http://x", embed_model="m")
+    assert config.embeddings
+    with pytest.raises(AttributeError):
+        config.result_cap = 5  # type: ignore[misc]  settings are read, not changed
     assert not Config(embed_server="http://x").embeddings
     assert not Config(embed_model="m").embeddings
 
