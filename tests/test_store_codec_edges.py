@@ -11,7 +11,14 @@ import zlib
 import msgpack
 import pytest
 from nodwyn_retrieval.errors import FormatError
-from nodwyn_retrieval.store.codec import MAX_RATIO, MAX_SIZE, decode, encode, inflate_limit
+from nodwyn_retrieval.store.codec import (
+    MAX_INT32,
+    MAX_RATIO,
+    MAX_SIZE,
+    decode,
+    encode,
+    inflate_limit,
+)
 
 MAGIC = b"NRXX"
 
@@ -24,6 +31,7 @@ def flags_of(data: bytes) -> int:
 def test_the_inflate_limit_is_64_times_the_bytes_at_least_4096_at_most_the_cap() -> None:
     assert MAX_RATIO == 64
     assert MAX_SIZE == 1 << 30
+    assert MAX_INT32 == 2_147_483_647  # the widest quantity a caller reads (amendment 2026-10-16)
     assert inflate_limit(0) == 4096
     assert inflate_limit(64) == 4096
     assert inflate_limit(65) == 4160

@@ -100,6 +100,21 @@ def test_a_saved_manifest_loads_as_it_was_saved(tmp_path: Path) -> None:
     assert isinstance(loaded.updated, float)
 
 
+def test_a_new_manifest_is_whole_and_empty_until_told_otherwise(tmp_path: Path) -> None:
+    manifest = Manifest(root="/r", generation=0)
+    assert (manifest.partial, manifest.cursor, manifest.extra, manifest.guard) == (
+        False,
+        None,
+        [],
+        "",
+    )
+    assert (manifest.entries, manifest.updated) == ({}, 0.0)
+    save_manifest(tmp_path / "m", manifest)
+    loaded = load_manifest(tmp_path / "m")
+    assert loaded is not None
+    assert loaded.partial is False
+
+
 def test_a_time_saved_as_an_integer_loads_as_seconds(tmp_path: Path) -> None:
     loaded = load_changed(tmp_path, updated=1_700_000_000)
     assert loaded is not None
