@@ -114,3 +114,35 @@ def test_a_record_written_again_reads_the_same(tmp_path: Path) -> None:
     assert store.put(key, analyze(TEXT)) == first
     assert store.get(key) == analyze(TEXT)
     assert [k for k, _, _ in store.iter_entries()] == [key]
+
+
+def test_a_record_is_stored_compressed(tmp_path: Path) -> None:
+    text = "".join(f"def handler_{i % 7}(request):\n    return request.body\n" for i in range(400))
+    store = ChunkStore(tmp_path)
+    written = store.put(key_of(text), analyze(text))
+    assert written < len(text.encode()) // 4
+    assert store.get(key_of(text)) == analyze(text)
+
+
+def test_a_sweep_never_follows_a_link_out_of_the_store(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    theirs = elsewhere / ".theirs.ck.1.tmp"
+    theirs.write_bytes(b"someone else's")
+    long_ago = time.time() - 7200
+    os.utime(theirs, (long_ago, long_ago))
+    store = ChunkStore(tmp_path / "chunks")
+    store.put(key_of(TEXT), analyze(TEXT))
+    (tmp_path / "chunks" / "zz").symlink_to(elsewhere)
+    assert store.remove_stale_temp(older_than=3600) == 0
+    assert theirs.exists()
+
+
+def test_a_link_named_as_a_record_is_listed_as_itself(tmp_path: Path) -> None:
+    # Listed with the link's own times, so a collection sees it and can remove it.
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.path(key).parent.mkdir(parents=True)
+    store.path(key).symlink_to(tmp_path / "nowhere")
+    assert [k for k, _, _ in store.iter_entries()] == [key]
+    assert store.get(key) is None
