@@ -297,3 +297,31 @@ def test_a_damaged_mem_under_a_log_is_rebuilt_to_what_the_log_says(tmp_path: Pat
             except FormatError:
                 continue  # refused at the use: the next search rebuilds
             assert got == want, at
+
+
+def _said(word: str, times: int) -> str:
+    """A message in which ``word`` counts exactly ``times`` (as event_counts weighs it)."""
+    one = event_counts({"seq": 1, "kind": "person.message", "turn": 1, "text": word})
+    assert one is not None
+    weight = one[word]
+    assert times % weight == 0
+    return " ".join([word] * (times // weight))
+
+
+@pytest.mark.parametrize("times", [255, 256, 65_535, 65_536])
+def test_a_frequency_at_each_storage_width_reads_back(tmp_path: Path, times: int) -> None:
+    # A word said 255 or 65,535 times fits one width, one time more the next one.
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("person.message", text=_said("edge", times) + " other")
+    lg.add("person.message", text="edge other")
+    lg.end_turn()
+    want = reference(lg.path)[0]
+    assert want[word_key("edge")][0] == times
+    LogView.open(lg.path).close()
+    with LogView.open(lg.path) as view:
+        assert view.rebuilt is None
+        mem = view.mem
+        assert mem is not None
+        docs, tfs = mem.postings("edge")
+        assert (docs.tolist(), tfs.tolist()) == ([0, 1], [times, 1])
+        assert postings_of(mem) == want
