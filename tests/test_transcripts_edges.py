@@ -503,3 +503,24 @@ def test_sessions_below_a_root_are_found_newest_first(
     assert newest is not None
     assert newest.path == rollout
     assert newest_session(tmp_path / "nowhere") is None
+
+
+def test_a_result_read_again_finds_a_call_made_by_the_transcripts_first_line(
+    placed: Path,
+) -> None:
+    placed.write_bytes(
+        jl(
+            cl("assistant", [{"type": "tool_use", "id": "t0", "name": "Grep", "input": {"q": 1}}]),
+            cl("user", [{"type": "tool_result", "tool_use_id": "t0", "content": "found"}]),
+            cl("user", "next"),
+            cl("user", "and the turn after"),  # closes the first turn: a .mem holds it
+        )
+    )
+    with LogView.open(placed) as view:
+        mem = view.mem
+        assert mem is not None
+        ev = mem.events()
+        kinds = [mem.kinds[k] for k in ev.kind.tolist()]
+        assert kinds[:2] == ["llm.resp", "tool.result"]
+        got = view.read_event(int(ev.off[1]), int(ev.length[1]), int(ev.seq[1]))
+        assert (got["output"], got["name"], got["args"]) == ("found", "Grep", {"q": 1})
