@@ -17,7 +17,14 @@ import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.bm25 import Part, SegmentBuilder, search_all
 from nodwyn_retrieval.retrieval.events import event_counts
-from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, postings_of, word_key
+from nodwyn_retrieval.store.mem import (
+    LogView,
+    MemIndex,
+    build_mem,
+    mem_path,
+    postings_of,
+    word_key,
+)
 
 from tests.support import Log
 
@@ -325,3 +332,76 @@ def test_a_frequency_at_each_storage_width_reads_back(tmp_path: Path, times: int
         docs, tfs = mem.postings("edge")
         assert (docs.tolist(), tfs.tolist()) == ([0, 1], [times, 1])
         assert postings_of(mem) == want
+
+
+# -- a .mem written wrong, its checksums right: refused, never read wrong -------------------------
+
+
+class _Written:
+    """What build_mem extends, holding a fold as a writer with a bug would have made it."""
+
+    def __init__(self, fold: Any) -> None:
+        self._fold = fold
+        self.skipped = 0
+
+    def fold(self) -> Any:
+        return self._fold
+
+
+def _rewritten(small: bytes, change: Any) -> bytes:
+    with MemIndex.from_bytes(small) as mem:
+        fold = mem.fold()
+        check = mem.check
+    change(fold)
+    return build_mem([], check=check, base=_Written(fold)).data  # type: ignore[arg-type]
+
+
+def _set(name: str, i: int, value: Any) -> Any:
+    def change(fold: Any) -> None:
+        arr = np.array(getattr(fold, name) if not name.startswith("ev_") else fold.ev[name])
+        arr[i] = value
+        if name.startswith("ev_"):
+            fold.ev[name] = arr
+        else:
+            setattr(fold, name, arr)
+
+    return change
+
+
+def test_the_encoder_unchanged_writes_a_mem_that_reads_as_the_first(small_mem: bytes) -> None:
+    assert read_or_refused(_rewritten(small_mem, lambda fold: None)) == read_or_refused(small_mem)
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        ("two documents of one event", lambda f: _set("doc_event", 1, f.doc_event[0])(f)),
+        ("a document of an event past the last", lambda f: _set("doc_event", -1, f.n_events)(f)),
+        ("a seq repeated", lambda f: _set("ev_seq", 1, f.ev["ev_seq"][0])(f)),
+        ("a line past what is covered", _set("ev_off", -1, 10**6)),
+        ("a kind not named", lambda f: _set("ev_kind", 0, len(f.kinds))(f)),
+        ("an agent not named", lambda f: _set("ev_agent", 0, len(f.agents))(f)),
+    ],
+)
+def test_a_mem_written_wrong_with_its_checks_right_is_refused(
+    small_mem: bytes, what: str, change: Any
+) -> None:
+    assert read_or_refused(_rewritten(small_mem, change)) is None, what
+
+
+def test_an_event_line_ending_where_the_mem_ends_is_refused(small_mem: bytes) -> None:
+    # Every covered line ends before the covered bytes do: its newline is covered too.
+    with MemIndex.from_bytes(small_mem) as mem:
+        covered = mem.covered
+
+    def end_at(offset: int) -> Any:
+        def change(fold: Any) -> None:
+            off = np.array(fold.ev["ev_off"])
+            length = np.array(fold.ev["ev_len"])
+            off[-1] = offset - int(length[-1])
+            fold.ev["ev_off"] = off
+
+        return change
+
+    assert read_or_refused(_rewritten(small_mem, end_at(covered - 1))) is not None
+    assert read_or_refused(_rewritten(small_mem, end_at(covered))) is None
