@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from nodwyn_retrieval.errors import BadInput
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.chunkstore import MAGIC, VERSION, ChunkStore
+from nodwyn_retrieval.store.codec import encode
 
 TEXT = "def bind(host):\n    return host != 'localhost'\n"
 
@@ -146,3 +147,27 @@ def test_a_link_named_as_a_record_is_listed_as_itself(tmp_path: Path) -> None:
     store.path(key).symlink_to(tmp_path / "nowhere")
     assert [k for k, _, _ in store.iter_entries()] == [key]
     assert store.get(key) is None
+
+
+def test_a_bucket_that_is_a_link_out_of_the_store_is_not_listed(tmp_path: Path) -> None:
+    # Listed records are what a collection removes: never one outside the store.
+    key = key_of(TEXT)
+    elsewhere = tmp_path / "elsewhere"
+    ChunkStore(elsewhere).put(key, analyze(TEXT))
+    store = ChunkStore(tmp_path / "chunks")
+    store.directory.mkdir()
+    (store.directory / key[:2]).symlink_to(elsewhere / key[:2])
+    assert list(store.iter_entries()) == []
+
+
+def test_a_record_with_a_field_more_is_rebuilt(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    record = analyze(TEXT).to_obj()
+    store.path(key).parent.mkdir(parents=True)
+    store.path(key).write_bytes(encode(MAGIC, VERSION, {"key": key, "record": record, "x": 1}))
+    assert store.get(key) is None
+    assert store.stats.rebuilt == 1
+    store.path(key).parent.mkdir(parents=True, exist_ok=True)
+    store.path(key).write_bytes(encode(MAGIC, VERSION, {"key": key, "record": record}))
+    assert store.get(key) == analyze(TEXT)  # the same record without it is read
