@@ -524,3 +524,14 @@ def test_a_result_read_again_finds_a_call_made_by_the_transcripts_first_line(
         assert kinds[:2] == ["llm.resp", "tool.result"]
         got = view.read_event(int(ev.off[1]), int(ev.length[1]), int(ev.seq[1]))
         assert (got["output"], got["name"], got["args"]) == ("found", "Grep", {"q": 1})
+
+
+def test_only_a_text_block_gives_a_replys_text() -> None:
+    # A block of another type that carries a "text" field is not the reply's text.
+    data = jl(
+        cl("user", "go"),
+        cl("assistant", [{"type": "thinking", "thinking": "t", "text": "not said"}]),
+        cl("assistant", [{"type": "image", "text": "alt"}, {"type": "text", "text": "said"}]),
+    )
+    events, _ = events_of(CLAUDE, data)
+    assert [(e["kind"], e["text"]) for e in events[1:]] == [("thinking", "t"), ("llm.resp", "said")]
