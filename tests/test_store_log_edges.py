@@ -337,3 +337,13 @@ def test_a_task_meta_is_written_as_text_a_person_can_read(tmp_path: Path) -> Non
     assert '"title": "Réparer le lien"' in text
     assert text.endswith("}\n")
     assert task_meta(log).title == "Réparer le lien"
+
+
+def test_a_line_of_seq_0_is_no_event_anywhere(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line(1, turn=2) + line(0, turn=7))
+    assert tail_of(path) == (1, 2)
+    assert read_event_at(path, len(line(1, turn=2))) is None
+    with LogWriter(path) as w:
+        assert (w.next_seq, w.turn) == (2, 2)
+    assert read_log(path).skipped == 1
