@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The tests that cover each module: its own unit tests and the behaviour tests that go through it.
+# The quick edge tests go first: a gremlin's run stops at its first failing test.
 # A module not named here (a new one, after a split) is given the tests that import it.
 TESTS: dict[str, list[str]] = {
     "retrieval/analyze.py": ["test_analyze.py", "test_tree_index.py", "test_adr_numbers.py"],
@@ -62,14 +63,42 @@ TESTS: dict[str, list[str]] = {
     "guard/redact.py": ["test_redact_edges.py", "test_redact.py", "test_redact_shapes.py"],
     "guard/secret_rules.py": ["test_secret_edges.py", "test_redact_shapes.py", "test_redact.py"],
     "guard/secret_values.py": ["test_secret_edges.py", "test_redact.py", "test_redact_edges.py"],
-    "store/atomic.py": ["test_store_atomic.py", "test_store_manifest.py"],
-    "store/chunkstore.py": ["test_store_chunkstore.py", "test_gc.py"],
-    "store/codec.py": ["test_store_codec.py", "test_store_chunkstore.py"],
-    "store/config.py": ["test_store_config.py", "test_seq_edges.py"],
-    "store/log.py": ["test_store_log.py", "test_seq_edges.py"],
-    "store/manifest.py": ["test_store_manifest.py", "test_refresher.py"],
-    "store/mem.py": ["test_mem.py", "test_seq_edges.py", "test_conversation.py"],
+    "store/atomic.py": [
+        "test_store_atomic_edges.py",
+        "test_store_atomic.py",
+        "test_store_manifest.py",
+    ],
+    "store/chunkstore.py": [
+        "test_store_chunkstore_edges.py",
+        "test_store_chunkstore.py",
+        "test_gc.py",
+    ],
+    "store/codec.py": [
+        "test_store_codec_edges.py",
+        "test_store_codec.py",
+        "test_store_chunkstore.py",
+    ],
+    "store/config.py": ["test_store_config_edges.py", "test_store_config.py", "test_seq_edges.py"],
+    "store/log.py": ["test_store_log_edges.py", "test_store_log.py", "test_seq_edges.py"],
+    "store/manifest.py": [
+        "test_store_manifest_edges.py",
+        "test_store_manifest.py",
+        "test_refresher.py",
+    ],
+    "store/mem.py": [
+        "test_mem_edges.py",
+        "test_mem.py",
+        "test_seq_edges.py",
+        "test_conversation.py",
+    ],
+    "store/mem_fold.py": ["test_mem_edges.py", "test_mem.py"],
+    "store/mem_format.py": ["test_mem_edges.py", "test_mem.py", "test_seq_edges.py"],
+    "store/mem_log.py": ["test_mem_edges.py", "test_mem.py", "test_seq_edges.py"],
     "store/paths.py": ["test_store_paths.py", "test_listing.py"],
+    "store/transcripts/_base.py": ["test_transcripts_edges.py", "test_transcripts.py"],
+    "store/transcripts/claude.py": ["test_transcripts_edges.py", "test_transcripts.py"],
+    "store/transcripts/codex.py": ["test_transcripts_edges.py", "test_transcripts.py"],
+    "store/transcripts/sessions.py": ["test_transcripts_edges.py", "test_transcripts.py"],
     "actors/refresher.py": [
         "test_refresher.py",
         "test_refresher_sessions.py",
@@ -79,7 +108,7 @@ TESTS: dict[str, list[str]] = {
     "actors/indexer.py": ["test_indexer.py", "test_refresher.py", "test_scan_bounds.py"],
 }
 DEFAULT_MODULES = [
-    *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store")
+    *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store", "store/transcripts")
             for p in (ROOT / d).glob("*.py") if p.name != "__init__.py"),
     "actors/refresher.py",
     "actors/indexer.py",

@@ -1,0 +1,173 @@
+"""store.chunkstore at its edges: the counts a status shows, what sits where a record should, what
+a listing and a sweep leave alone (ADR 0050 §4)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.store.chunkstore import MAGIC, VERSION, ChunkStore
+from nodwyn_retrieval.store.codec import encode
+
+TEXT = "def bind(host):\n    return host != 'localhost'\n"
+
+
+def key_of(text: str) -> str:
+    return ChunkStore.key(hashlib.sha256(text.encode()).hexdigest())
+
+
+def test_hits_misses_and_writes_are_counted_one_by_one(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    assert store.get(key) is None
+    assert store.get(key) is None
+    n = store.put(key, analyze(TEXT))
+    store.put(key_of("x\n"), analyze("x\n"))
+    assert store.get(key) == analyze(TEXT)
+    s = store.stats
+    assert (s.hits, s.misses, s.rebuilt, s.written) == (1, 2, 0, 2)
+    assert s.bytes_written == n + store.path(key_of("x\n")).stat().st_size
+    assert "hits=1" in repr(store)
+
+
+def test_a_directory_where_a_record_should_be_is_rebuilt_like_a_corrupt_record(
+    tmp_path: Path,
+) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.path(key).mkdir(parents=True)
+    assert store.get(key) is None
+    assert store.stats.rebuilt == 1
+    assert store.stats.misses == 0
+    assert not store.exists(key)  # a directory is not a record
+
+
+def test_a_record_of_a_key_of_up_to_nine_digits_of_version_is_a_key(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    digest = "ab" * 32
+    for version in ("1", "123456789"):
+        key = f"{digest}-{version}"
+        store.put(key, analyze(TEXT))
+        assert store.get(key) == analyze(TEXT)
+    with pytest.raises(BadInput, match=r"is not a chunk store key$"):
+        store.path(f"{digest}-1234567890")
+    with pytest.raises(BadInput, match=r"is not a chunk store key$"):
+        store.path(f"{digest}-1\n")
+
+
+def test_a_listing_skips_what_is_not_a_record_in_its_bucket(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    other = key_of("x\n")
+    bucket = store.path(key).parent
+    (bucket / f"{other}.ck").write_bytes(b"in the wrong bucket")
+    (bucket / f"{key}.txt").write_bytes(b"")
+    (bucket / f"{key[:-1]}x.ck").write_bytes(b"")
+    (tmp_path / "abc").mkdir()
+    (tmp_path / "abc" / f"{key}.ck").write_bytes(b"")  # not a two-letter bucket
+    (tmp_path / "cd").write_bytes(b"")  # a file, not a bucket
+    (tmp_path / "ef").symlink_to(bucket)  # a link, not a bucket
+    assert [k for k, _, _ in store.iter_entries()] == [key]
+
+
+def test_a_sweep_leaves_records_and_names_that_are_not_temporary_files(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    bucket = store.path(key).parent
+    long_ago = time.time() - 7200
+    names = [f"{key}.ck.tmp", f".{key}.ck", f".{key}.ck.1.tmp"]
+    for name in names[:2]:
+        (bucket / name).write_bytes(b"x")
+    (bucket / names[2]).write_bytes(b"x")
+    (tmp_path / "loose.tmp").write_bytes(b"x")  # not in a bucket
+    for p in [*(bucket / n for n in names), store.path(key), tmp_path / "loose.tmp"]:
+        os.utime(p, (long_ago, long_ago))
+    assert store.remove_stale_temp(older_than=3600) == 1
+    assert sorted(os.listdir(bucket)) == sorted([f"{key}.ck", *names[:2]])
+    assert store.get(key) == analyze(TEXT)
+    assert store.remove_stale_temp(older_than=3600) == 0
+
+
+def test_a_sweep_keeps_a_temporary_file_younger_than_its_age(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    tmp = store.path(key).parent / f".{key}.ck.2.tmp"
+    tmp.write_bytes(b"x")
+    ten_minutes_ago = time.time() - 600
+    os.utime(tmp, (ten_minutes_ago, ten_minutes_ago))
+    assert store.remove_stale_temp() == 0  # the default age is an hour
+    assert store.remove_stale_temp(older_than=300) == 1
+    assert not tmp.exists()
+
+
+def test_a_record_written_again_reads_the_same(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    first = store.put(key, analyze(TEXT))
+    assert store.put(key, analyze(TEXT)) == first
+    assert store.get(key) == analyze(TEXT)
+    assert [k for k, _, _ in store.iter_entries()] == [key]
+
+
+def test_a_record_is_stored_compressed(tmp_path: Path) -> None:
+    text = "".join(f"def handler_{i % 7}(request):\n    return request.body\n" for i in range(400))
+    store = ChunkStore(tmp_path)
+    written = store.put(key_of(text), analyze(text))
+    assert written < len(text.encode()) // 4
+    assert store.get(key_of(text)) == analyze(text)
+
+
+def test_a_sweep_never_follows_a_link_out_of_the_store(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    theirs = elsewhere / ".theirs.ck.1.tmp"
+    theirs.write_bytes(b"someone else's")
+    long_ago = time.time() - 7200
+    os.utime(theirs, (long_ago, long_ago))
+    store = ChunkStore(tmp_path / "chunks")
+    store.put(key_of(TEXT), analyze(TEXT))
+    (tmp_path / "chunks" / "zz").symlink_to(elsewhere)
+    assert store.remove_stale_temp(older_than=3600) == 0
+    assert theirs.exists()
+
+
+def test_a_link_named_as_a_record_is_listed_as_itself(tmp_path: Path) -> None:
+    # Listed with the link's own times, so a collection sees it and can remove it.
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.path(key).parent.mkdir(parents=True)
+    store.path(key).symlink_to(tmp_path / "nowhere")
+    assert [k for k, _, _ in store.iter_entries()] == [key]
+    assert store.get(key) is None
+
+
+def test_a_bucket_that_is_a_link_out_of_the_store_is_not_listed(tmp_path: Path) -> None:
+    # Listed records are what a collection removes: never one outside the store.
+    key = key_of(TEXT)
+    elsewhere = tmp_path / "elsewhere"
+    ChunkStore(elsewhere).put(key, analyze(TEXT))
+    store = ChunkStore(tmp_path / "chunks")
+    store.directory.mkdir()
+    (store.directory / key[:2]).symlink_to(elsewhere / key[:2])
+    assert list(store.iter_entries()) == []
+
+
+def test_a_record_with_a_field_more_is_rebuilt(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    record = analyze(TEXT).to_obj()
+    store.path(key).parent.mkdir(parents=True)
+    store.path(key).write_bytes(encode(MAGIC, VERSION, {"key": key, "record": record, "x": 1}))
+    assert store.get(key) is None
+    assert store.stats.rebuilt == 1
+    store.path(key).parent.mkdir(parents=True, exist_ok=True)
+    store.path(key).write_bytes(encode(MAGIC, VERSION, {"key": key, "record": record}))
+    assert store.get(key) == analyze(TEXT)  # the same record without it is read
