@@ -201,9 +201,9 @@ def _from_payload(obj: object) -> Manifest:
     if not isinstance(obj, dict):
         raise _bad(f"a manifest is a map, got {type(obj).__name__}")
     if set(obj) != _FIELDS:
-        missing = sorted(_FIELDS - set(obj))
-        extra = sorted(map(repr, set(obj) - _FIELDS))
-        raise _bad(f"wrong fields (missing {missing}, unexpected {extra})")
+        missing = ", ".join(sorted(_FIELDS - set(obj))) or "none"
+        extra = ", ".join(sorted(map(repr, set(obj) - _FIELDS))) or "none"
+        raise _bad(f"wrong fields (missing: {missing}; unexpected: {extra})")
     root = obj["root"]
     if not isinstance(root, str) or not root:
         raise _bad("root is not a path")

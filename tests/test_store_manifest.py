@@ -123,7 +123,7 @@ def payload(**change: object) -> dict[str, object]:
         ({"guard": "ab"}, r"^manifest: guard is not a fingerprint: rebuild$"),
         (
             {"keys": ...},
-            r"^manifest: wrong fields \(missing \['keys'\], unexpected \[\]\): rebuild$",
+            r"^manifest: wrong fields \(missing: keys; unexpected: none\): rebuild$",
         ),
     ],
 )

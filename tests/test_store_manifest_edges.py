@@ -172,7 +172,7 @@ def test_a_saved_manifest_with_one_field_off_is_refused(
 
 def test_a_field_too_many_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(
-        FormatError, match=r"^manifest: wrong fields \(missing \[\], unexpected \[.*'more'.*\]\)"
+        FormatError, match=r"^manifest: wrong fields \(missing: none; unexpected: 'more'\)"
     ):
         load_changed(tmp_path, more=1)
 
