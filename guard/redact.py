@@ -686,7 +686,10 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
 
 
 # A Kubernetes Secret: every value under its data: or stringData: is a secret, whatever its name.
-_K8S_KIND = re.compile(r"""[ \t]*kind:[ \t]*["']?Secret["']?[ \t]*(?:#[^\n]*)?""")
+_K8S_KIND = re.compile(
+    r"""(?P<ind>[ \t]*(?:-[ \t]+)?)kind:[ \t]*["']?Secret["']?[ \t]*(?:#[^\n]*)?"""
+)
+_K8S_ITEM = re.compile(r"^(?P<ind>[ \t]*)-[ \t]+", re.MULTILINE)
 _K8S_DATA = re.compile(r"^(?P<ind>[ \t]*)(?:data|stringData):[ \t]*$", re.MULTILINE)
 _K8S_ENTRY = re.compile(r"""(?P<ind>[ \t]+)["']?[\w.-]+["']?:[ \t]*(?P<v>[^\n]*)""")
 _K8S_BLOCK = frozenset({"|", "|-", "|+", ">", ">-", ">+"})
@@ -711,14 +714,42 @@ def _k8s_block(text: str, eol: int, indent: int, doc_end: int) -> tuple[int, int
     return (eol + 1, last) if last > eol else (eol, eol)
 
 
+def _k8s_item(
+    text: str, line_start: int, indent: int, doc_start: int, doc_end: int
+) -> tuple[int, int]:
+    """(start, end) of the list item whose mapping holds a key at column indent on the line at
+    line_start: from its ``-`` line to the next line indented no more than its ``-``. The whole
+    document where no such item holds that line."""
+    found = None
+    for item in _K8S_ITEM.finditer(text, doc_start, _line_end(text, line_start, doc_end)):
+        if item.end() - item.start() == indent:
+            found = item
+    if found is None:
+        return doc_start, doc_end
+    dash = len(found.group("ind"))
+    pos = _line_end(text, found.start(), doc_end) + 1
+    end = doc_end
+    while pos < doc_end:
+        eol = _line_end(text, pos, doc_end)
+        line = text[pos:eol]
+        if line.strip() and len(line) - len(line.lstrip()) <= dash:
+            end = pos
+            break
+        pos = eol + 1
+    return (found.start(), end) if line_start < end else (doc_start, doc_end)
+
+
 def _k8s_secret(text: str, at: int) -> list[tuple[int, int]]:
     """The value spans of the data of the Secret whose ``kind: Secret`` line holds offset at."""
     line_start = text.rfind("\n", 0, at) + 1
-    if _K8S_KIND.fullmatch(text, line_start, _line_end(text, at, len(text))) is None:
+    kind = _K8S_KIND.fullmatch(text, line_start, _line_end(text, at, len(text)))
+    if kind is None:
         return []
     doc_start = text.rfind("\n---", 0, at) + 1
     doc_end = text.find("\n---", at)
     doc_end = len(text) if doc_end < 0 else doc_end
+    if kind.group("ind"):  # an item of a list (kind: List): the Secret is that item alone
+        doc_start, doc_end = _k8s_item(text, line_start, len(kind.group("ind")), doc_start, doc_end)
     spans: list[tuple[int, int]] = []
     for block in _K8S_DATA.finditer(text, doc_start, doc_end):
         indent = len(block.group("ind"))

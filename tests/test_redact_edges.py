@@ -349,3 +349,25 @@ def test_results_are_values_that_cannot_be_changed_after_the_fact() -> None:
         out.text = text  # type: ignore[misc]
     with pytest.raises(AttributeError):
         found[0].start = 0  # type: ignore[misc]
+
+
+def test_a_secret_in_a_list_has_its_own_data_taken_and_no_other_items() -> None:
+    # A kind: List of resources, the way kubectl get -o yaml writes several: the Secret is an
+    # item, written `- kind: Secret` or with its kind under the item's first key.
+    text = (
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- apiVersion: v1\n  kind: ConfigMap\n  data:\n    mode: plain\n"
+        "- kind: Secret\n  metadata:\n    name: app\n  data:\n    password: aHVudGVyMg==\n"
+        "    user: YWRtaW4=\n"
+        "- kind: ConfigMap\n  data:\n    level: debug\n"
+    )
+    out = redact(text)
+    assert out.text == text.replace("aHVudGVyMg==", K8S).replace("YWRtaW4=", K8S)
+    text = (
+        "items:\n  - apiVersion: v1\n    kind: Secret\n    stringData:\n      token: s3cr3tvalue\n"
+        "  - apiVersion: v1\n    kind: ConfigMap\n    data:\n      color: blue\n"
+    )
+    assert redact(text).text == text.replace("s3cr3tvalue", K8S)
+    # The last item runs to the document's end.
+    text = "- kind: ConfigMap\n  data:\n    a: plain\n- kind: Secret\n  data:\n    k: dmFs\n"
+    assert redact(text).text == text.replace("dmFs", K8S)
