@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DIRECT", "RULES", "Rule", "random_body"]
+__all__ = ["RULES", "Rule", "random_body"]
 
 # A token's left edge: no letter, digit, "_" or "-" runs into it. Its right edge: the body ends.
 _L = r"(?<![A-Za-z0-9_-])"
@@ -477,6 +477,3 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 """Every provider shape, in the order a tie at one offset is decided."""
-
-DIRECT: tuple[int, ...] = tuple(i for i, r in enumerate(RULES) if not r.locators)
-"""Rules run directly over the original text: their case-sensitive literal is searched at C speed."""
