@@ -50,7 +50,12 @@ TESTS: dict[str, list[str]] = {
         "test_adr_numbers.py",
     ],
     "retrieval/chunks.py": ["test_chunks.py", "test_analyze.py", "test_adr_numbers.py"],
-    "retrieval/events.py": ["test_events.py", "test_conversation.py", "test_seq_edges.py"],
+    "retrieval/events.py": [
+        "test_events_edges.py",
+        "test_events.py",
+        "test_conversation.py",
+        "test_seq_edges.py",
+    ],
     "retrieval/render.py": [
         "test_render_shown.py",
         "test_repo_search.py",
