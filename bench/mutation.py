@@ -50,7 +50,12 @@ TESTS: dict[str, list[str]] = {
         "test_adr_numbers.py",
     ],
     "retrieval/blobs.py": ["test_blobs_edges.py", "test_blobs.py", "test_words_native.py"],
-    "retrieval/chunks.py": ["test_chunks.py", "test_analyze.py", "test_adr_numbers.py"],
+    "retrieval/chunks.py": [
+        "test_chunks_edges.py",
+        "test_chunks.py",
+        "test_analyze.py",
+        "test_adr_numbers.py",
+    ],
     "retrieval/events.py": [
         "test_events_edges.py",
         "test_events.py",
