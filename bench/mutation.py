@@ -62,6 +62,7 @@ TESTS: dict[str, list[str]] = {
         "test_conversation.py",
         "test_seq_edges.py",
     ],
+    "retrieval/kinds.py": ["test_kinds_edges.py", "test_ranking.py"],
     "retrieval/render.py": [
         "test_render_shown.py",
         "test_repo_search.py",
