@@ -56,6 +56,12 @@ TESTS: dict[str, list[str]] = {
         "test_analyze.py",
         "test_adr_numbers.py",
     ],
+    "retrieval/event_render.py": [
+        "test_event_render_edges.py",
+        "test_events.py",
+        "test_conversation.py",
+        "test_earlier.py",
+    ],
     "retrieval/events.py": [
         "test_events_edges.py",
         "test_events.py",
