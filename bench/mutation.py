@@ -42,7 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # The tests that cover each module: its own unit tests and the behaviour tests that go through it.
 # A module not named here (a new one, after a split) is given the tests that import it.
 TESTS: dict[str, list[str]] = {
-    "retrieval/analyze.py": ["test_analyze.py", "test_tree_index.py", "test_adr_numbers.py"],
+    "retrieval/analyze.py": [
+        "test_analyze_edges.py",
+        "test_analyze.py",
+        "test_words_native.py",
+        "test_tree_index.py",
+        "test_adr_numbers.py",
+    ],
     "retrieval/bm25.py": [
         "test_bm25.py",
         "test_bm25_edges.py",
