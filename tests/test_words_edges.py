@@ -50,6 +50,9 @@ def test_an_ascii_name_and_its_parts_at_64_bytes() -> None:
     assert words("x_" + "a" * 63) == ["x", "a" * 63]  # 65 whole: dropped, its parts kept
     assert words("x_" + "B" * 65) == ["x"]
     assert words("x-" + "a" * 63) == ["x", "a" * 63]
+    assert words("x-" + "a" * 62) == ["x-" + "a" * 62, "x", "a" * 62]  # 64 bytes with a dash
+    assert words("X_" + "a" * 62) == ["x_" + "a" * 62, "x", "a" * 62]  # and with a capital
+    assert words("x_" + "B" * 64) == ["x", "b" * 64]  # a part of 64 bytes is kept
 
 
 def test_camel_case_outside_ascii_follows_the_ascii_rule() -> None:
@@ -76,6 +79,8 @@ def test_a_name_of_one_joiner_or_none_is_no_word() -> None:
         assert words(text) == [], text
     assert words("_-x") == ["x"]
     assert words("é_-") == ["é"]
+    assert words("“_”") == []  # a joiner between two non-ASCII separators
+    assert words("_\u00a0_") == []
 
 
 def test_query_words_keep_each_word_once_in_order() -> None:
@@ -110,6 +115,8 @@ def test_a_word_that_is_its_own_stem_may_still_have_forms() -> None:
     assert stem("audit") == "audit"
     assert sorted(word_forms("audit", vocab.__contains__)) == ["audited", "audits"]
     assert word_forms("ids", {"id", "ids"}.__contains__) == []  # short: no forms
+    tests = {"test", "tests", "tested", "testing"}
+    assert sorted(word_forms("test", tests.__contains__)) == ["tested", "testing", "tests"]
     assert word_forms("sha256", {"sha256s"}.__contains__) == []  # a name: no forms
 
 
