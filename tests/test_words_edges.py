@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from nodwyn_retrieval.retrieval.words import (
+    clear_memo,
     form_prefix,
     identifiers,
     query_words,
@@ -83,6 +84,14 @@ def test_a_name_of_one_joiner_or_none_is_no_word() -> None:
     assert words("_\u00a0_") == []
 
 
+def test_a_run_without_words_counts_for_no_word_whatever_the_table_holds() -> None:
+    clear_memo()
+    words("x alpha")  # the table's last word is now "alpha"
+    assert word_counts("__ x") == {"x": 1}
+    assert word_counts("-- x __") == {"x": 1}
+    assert word_counts("__") == {}
+
+
 def test_query_words_keep_each_word_once_in_order() -> None:
     assert query_words("b a b c a") == ["b", "a", "c"]
     assert query_words("") == []
@@ -115,6 +124,7 @@ def test_a_word_that_is_its_own_stem_may_still_have_forms() -> None:
     assert stem("audit") == "audit"
     assert sorted(word_forms("audit", vocab.__contains__)) == ["audited", "audits"]
     assert word_forms("ids", {"id", "ids"}.__contains__) == []  # short: no forms
+    assert word_forms("run", {"runs", "running"}.__contains__) == []  # though "runs" stems to it
     tests = {"test", "tests", "tested", "testing"}
     assert sorted(word_forms("test", tests.__contains__)) == ["tested", "testing", "tests"]
     assert word_forms("sha256", {"sha256s"}.__contains__) == []  # a name: no forms
