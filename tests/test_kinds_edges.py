@@ -48,6 +48,7 @@ def test_every_kind_has_a_prior_and_code_is_trusted_most() -> None:
         # a "." directory alone is no dot-directory
         ("./src/app.py", "code"),
         (".config/app.py", "meta"),
+        (".x/app.py", "meta"),
         # names and directories in any case
         ("Vendor/lib.c", "vendored"),
         ("src/CHANGELOG", "changelog"),
@@ -93,6 +94,7 @@ def test_of_versioned_siblings_only_the_highest_is_current() -> None:
 def test_a_legacy_directory_given_holds_older_copies_at_any_depth() -> None:
     legacy = frozenset({"lib/v1"})
     assert file_kind("lib/v1/a.py", legacy) == "legacy"
+    assert file_kind("lib/v1/deep/a.py", legacy) == "legacy"
     assert file_kind("lib/v1/deep/er/a.py", legacy) == "legacy"
     assert file_kind("lib/v2/a.py", legacy) == "code"
     assert file_kind("v1/a.py", legacy) == "code"  # a directory of the same name elsewhere
