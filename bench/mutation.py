@@ -43,18 +43,32 @@ ROOT = Path(__file__).resolve().parent.parent
 # The quick edge tests go first: a gremlin's run stops at its first failing test.
 # A module not named here (a new one, after a split) is given the tests that import it.
 TESTS: dict[str, list[str]] = {
-    "retrieval/analyze.py": ["test_analyze.py", "test_tree_index.py", "test_adr_numbers.py"],
+    "retrieval/analyze.py": [
+        "test_analyze_edges.py",
+        "test_analyze.py",
+        "test_words_native.py",
+        "test_tree_index.py",
+        "test_adr_numbers.py",
+    ],
     "retrieval/bm25.py": [
         "test_bm25.py",
         "test_bm25_edges.py",
         "test_tree_index.py",
         "test_adr_numbers.py",
     ],
-    "retrieval/chunks.py": ["test_chunks.py", "test_analyze.py", "test_adr_numbers.py"],
-    "retrieval/events.py": ["test_events.py", "test_conversation.py", "test_seq_edges.py"],
-    "retrieval/render.py": ["test_repo_search.py", "test_conversation.py", "test_earlier.py"],
+    "retrieval/blobs.py": ["test_blobs_edges.py", "test_blobs.py"],
+    "retrieval/chunks.py": ["test_chunks_edges.py", "test_chunks.py", "test_analyze.py"],
+    "retrieval/event_render.py": ["test_event_render_edges.py", "test_events.py"],
+    "retrieval/events.py": ["test_events_edges.py", "test_events.py", "test_ranking_events.py"],
+    "retrieval/kinds.py": ["test_kinds_edges.py", "test_ranking.py"],
+    "retrieval/render.py": [
+        "test_render_shown.py",
+        "test_repo_search.py",
+        "test_conversation.py",
+        "test_earlier.py",
+    ],
     "retrieval/tree.py": ["test_tree_index.py", "test_tree_segment.py", "test_adr_numbers.py"],
-    "retrieval/words.py": ["test_words.py", "test_analyze.py", "test_adr_numbers.py"],
+    "retrieval/words.py": ["test_words_edges.py", "test_words.py", "test_words_native.py"],
     "guard/budget.py": ["test_budget_edges.py", "test_guard.py"],
     "guard/beneath.py": ["test_beneath_edges.py", "test_link_swap.py"],
     "guard/decision.py": ["test_decision_edges.py", "test_guard.py"],
