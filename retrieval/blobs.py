@@ -41,7 +41,7 @@ import re
 
 __all__ = ["BLOBS_VERSION", "blank_blobs", "blob_spans"]
 
-BLOBS_VERSION = 1
+BLOBS_VERSION = 2  # 2: dumps in groups of 8 digits or split by tabs; DATA: in capitals
 """Bumped whenever what is a blob changes: the words of an event or a file change with it."""
 
 MIN_RUN = 40
@@ -72,17 +72,18 @@ _CLASS = bytes(
     for b in range(256)
 )
 # The prefilters (module doc): the base64 alphabet as "a" and the rest as spaces, where a run is
-# a find of 40 "a"; hex digits as "h", spaces and tabs as themselves and the rest as ".", where a
-# dump's line shows as groups of "h" between spaces.
+# a find of 40 "a"; hex digits as "h", spaces and tabs as spaces and the rest as ".", where a
+# dump's line shows as groups of "h" between spaces (of 2, 4 or 8 digits: od, xxd, xxd -g4).
 _ALPHA_TABLE = bytes(
     0x61 if (65 <= b <= 90 or 97 <= b <= 122 or 48 <= b <= 57 or b in b"+/") else 0x20
     for b in range(256)
 )
 _RUN_HINT = b"a" * MIN_RUN
 _HEX_TABLE = bytes(
-    0x68 if chr(b) in "0123456789abcdefABCDEF" else b if b in b" \t" else 0x2E for b in range(256)
+    0x68 if chr(b) in "0123456789abcdefABCDEF" else 0x20 if b in b" \t" else 0x2E
+    for b in range(256)
 )
-_DUMP_HINTS = (b"hh hh hh hh", b"hhhh hhhh hhhh")
+_DUMP_HINTS = (b"hh hh hh hh", b"hhhh hhhh hhhh", b"hhhhhhhh hhhhhhhh")
 # Every byte but a newline as "x": a line of MIN_MINIFIED characters is a find.
 _LINE_TABLE = bytes(0x0A if b == 0x0A else 0x78 for b in range(256))
 _LINE_HINT = b"x" * MIN_MINIFIED
@@ -205,7 +206,7 @@ def blob_spans(data: bytes) -> list[tuple[int, int]]:
     if len(data) < MIN_RUN:
         return []  # shorter than any blob: most events' texts
     spans = _base64_spans(data)
-    if data.find(b"ata:") >= 0:  # data: or Data: (the expression takes any case)
+    if b"ata:" in data or b"ATA:" in data:  # data:, Data: or DATA: (the expression takes any case)
         spans.extend((m.start(1), m.end(1)) for m in _DATA_URI.finditer(data))
     spans.extend(_dump_lines(data))
     spans.extend(_long_lines(data))

@@ -192,3 +192,18 @@ def test_blanking_keeps_the_length_and_the_lines_of_what_it_blanks() -> None:
     out = blank_blobs(data)
     assert out == b"a " + b" " * 40 + b"\n" + b" " * 40 + b" b"
     assert blank_blobs(b"plain words") == b"plain words"
+
+
+def test_a_dump_in_groups_of_eight_or_split_by_tabs_and_an_upper_case_data_uri_are_blobs() -> None:
+    # xxd -g4 prints groups of 8 digits; a dump pasted through a tool may have tabs between groups.
+    eight = b"00000010: 7f454c46 02010100 00000000 00000000  .ELF............\n"
+    tabs = b"0000020\t6f6c\t6c65\t6874\t7265\t0a65\n"
+    upper = b'<img src="DATA:IMAGE/PNG;BASE64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB">\n'
+    for line in (eight, tabs):
+        text = b"intro words here\n" + line + b"outro words here\n"
+        start = text.index(line)
+        assert blob_spans(text) == [(start, start + len(line) - 1)], line
+    spans = blob_spans(upper)
+    assert len(spans) == 1
+    a, b = spans[0]
+    assert upper[a:b] == b"iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"
