@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import json
 import os
@@ -142,7 +143,8 @@ def main() -> int:
         signal.alarm(timeout)
         try:
             flags = ["-x", "-q", "--tb=no", "-p", "no:cacheprovider", "--no-header"]
-            return int(pytest.main([*flags, "-W", "ignore::UserWarning", *tests]))
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                return int(pytest.main([*flags, "-W", "ignore::UserWarning", *tests]))
         except _Alarm:
             return -1
         finally:
