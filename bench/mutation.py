@@ -70,11 +70,12 @@ TESTS: dict[str, list[str]] = {
     "store/manifest.py": ["test_store_manifest.py", "test_refresher.py"],
     "store/mem.py": ["test_mem.py", "test_seq_edges.py", "test_conversation.py"],
     "store/paths.py": ["test_store_paths.py", "test_listing.py"],
+    # Quickest files first: the in-process runner stops at the first failure.
     "actors/refresher.py": [
         "test_refresher.py",
         "test_refresher_sessions.py",
-        "test_scan_bounds.py",
         "test_adr_numbers.py",
+        "test_scan_bounds.py",
     ],
     "actors/indexer.py": ["test_indexer.py", "test_refresher.py", "test_scan_bounds.py"],
 }

@@ -293,3 +293,110 @@ async def test_a_file_compared_before_the_stop_and_not_read_is_read_when_the_sca
     assert (cut["refused"], cut["read"], cut["not_seen"]) == (["f02.py"], PART - 1, 6)
     assert [h["path"] for h in went_on.hits] == ["f02.py"]
     assert went_on.header["files"] == 10
+
+
+def padded(word: str, i: int, size: int) -> str:
+    """A file defining word, padded with a comment to exactly size bytes."""
+    text = body(i, word)
+    return text + "#" * (size - len(text) - 1) + "\n"
+
+
+@pytest.mark.asyncio
+async def test_a_file_compared_before_the_stop_and_grown_to_the_size_limit_keeps_its_place(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    limits = refresher.Limits(files=9, file_bytes=40)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        # f01, compared before the stop, grows to exactly the size limit: it stays indexed and
+        # still takes one of the nine places, so the last name in path order has none.
+        (repo / "f01.py").write_text(padded("wolverine", 1, 40))
+        # f02, compared too, is rewritten to the same size: it keeps its place as well.
+        (repo / "f02.py").write_text(body(2, NEW[2]))
+        went_on = await engine.index_search("wolverine", "repo")
+        last = await found(engine, OLD[9])
+        rewritten = await found(engine, NEW[2])
+        summary = (await engine.index_update()).summary
+    assert (cut["read"], cut["not_seen"]) == (PART, 6)
+    assert [h["path"] for h in went_on.hits] == ["f01.py"]
+    assert (went_on.header["files"], went_on.header["partial"]) == (9, True)
+    assert last == []
+    assert rewritten == ["f02.py"]
+    assert (summary["files"], summary["skipped"]["over_limit"]) == (9, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_file_too_large_before_the_stop_and_shrunk_after_it_is_found(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", {**FILES, "f01.py": padded("wolverine", 1, 60)})
+    limits = refresher.Limits(file_bytes=40)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        # f01 was left out as too large by the part compared before the stop; it shrinks.
+        (repo / "f01.py").write_text(padded("wolverine", 1, 30))
+        await engine.index_search(OLD[0], "repo")
+        after = await found(engine, "wolverine")
+        final = (await engine.index_update()).summary
+    assert (cut["skipped"]["too_large"], cut["read"]) == (1, PART - 1)
+    assert after == ["f01.py"]
+    assert (final["files"], final["read"], final["skipped"]["too_large"]) == (10, 0, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_file_compared_before_the_stop_and_deleted_after_it_frees_its_place(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    limits = refresher.Limits(files=9)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        await engine.index_update()
+        clock.run_on()
+        (repo / "f01.py").unlink()
+        went_on = await engine.index_search(OLD[9], "repo")
+        gone = await found(engine, OLD[1])
+    # The place f01 held goes to the last name in path order, which the limit kept out.
+    assert [h["path"] for h in went_on.hits] == ["f09.py"]
+    assert went_on.header["files"] == 9
+    assert gone == []
+
+
+@pytest.mark.asyncio
+async def test_a_same_size_rewrite_after_the_stop_takes_no_more_of_the_byte_limit(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    total = sum(len(str(b).encode()) for b in FILES.values())
+    limits = refresher.Limits(bytes=total)  # exactly the whole tree
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        await engine.index_update()
+        clock.run_on()
+        (repo / "f02.py").write_text(body(2, NEW[2]))
+        went_on = await engine.index_search(OLD[9], "repo")
+        summary = (await engine.index_update()).summary
+    assert [h["path"] for h in went_on.hits] == ["f09.py"]
+    assert (went_on.header["files"], went_on.header["partial"]) == (10, False)
+    assert (summary["files"], summary["skipped"]["over_limit"], summary["partial"]) == (10, 0, False)

@@ -1,0 +1,83 @@
+"""The refresher's watched path, as a person sees it: what a search says after a quiet edit.
+
+Written for survivors of a mutation run (docs/reliability.md, "Mutation testing"): an edit seen
+by the watch made the search say the index was partial, and a change of git's excludes was not
+seen by the watch at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodwyn_retrieval.actors import refresher
+from nodwyn_retrieval.entry import Engine
+
+from tests.support import make_repo
+
+FILES: dict[str, str | bytes] = {
+    "src/a.py": "def pangolin():\n    return 1\n",
+    "src/b.py": "def tamarin():\n    return 2\n",
+}
+
+
+async def session(repo: Path, dirs: tuple[Path, Path]) -> tuple[Engine, list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    engine = await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], record=events.append, workers=1
+    )
+    return engine, events
+
+
+@pytest.mark.asyncio
+async def test_a_search_after_an_edit_the_watch_saw_is_complete_not_partial(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        first = await engine.index_search("pangolin", "repo")
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'okapi'\n")
+        edited = await engine.index_search("okapi", "repo")
+        quiet = await engine.index_search("tamarin", "repo")
+    assert [h["path"] for h in first.hits] == ["src/a.py"]
+    assert [h["path"] for h in edited.hits] == ["src/a.py"]
+    assert [h["path"] for h in quiet.hits] == ["src/b.py"]
+    # Nothing was left out: neither the edit's search nor the next one says partial.
+    for out in (first, edited, quiet):
+        assert (out.header["partial"], out.header["not_seen"], out.header["not_read"]) == (
+            False,
+            0,
+            0,
+        )
+        assert "partial" not in out.header["text"]
+    updates = [e for e in events if e["kind"] == "index.update"]
+    assert [u["partial"] for u in updates] == [False] * len(updates)
+
+
+@pytest.mark.asyncio
+async def test_a_file_newly_excluded_by_git_leaves_the_index_at_the_next_search(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    (repo / "notes").mkdir()
+    (repo / "notes/todo.py").write_text("def axolotl():\n    return 3\n")  # not committed
+    engine, events = await session(repo, dirs)
+    async with engine:
+        before = await engine.index_search("axolotl", "repo")
+        n = len(events)
+        # Only git's excludes change: no file of the tree is touched.
+        with (repo / ".git/info/exclude").open("a", encoding="utf-8") as f:
+            f.write("notes/\n")
+        after = await engine.index_search("axolotl", "repo")
+        status = await engine.index_update()
+    assert [h["path"] for h in before.hits] == ["notes/todo.py"]
+    assert after.hits == []
+    updates = [e for e in events[n:] if e["kind"] == "index.update"]
+    assert updates[0]["removed"] == 1
+    assert status.summary["files"] == 2
