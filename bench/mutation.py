@@ -74,10 +74,16 @@ TESTS: dict[str, list[str]] = {
     "actors/refresher.py": [
         "test_refresher.py",
         "test_refresher_sessions.py",
+        "test_refresher_edges.py",
         "test_adr_numbers.py",
         "test_scan_bounds.py",
     ],
-    "actors/indexer.py": ["test_indexer.py", "test_refresher.py", "test_scan_bounds.py"],
+    "actors/indexer.py": [
+        "test_indexer.py",
+        "test_indexer_snapshot.py",
+        "test_refresher.py",
+        "test_scan_bounds.py",
+    ],
 }
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store")
