@@ -81,3 +81,39 @@ async def test_a_file_newly_excluded_by_git_leaves_the_index_at_the_next_search(
     updates = [e for e in events[n:] if e["kind"] == "index.update"]
     assert updates[0]["removed"] == 1
     assert status.summary["files"] == 2
+
+
+@pytest.mark.asyncio
+async def test_a_manifest_that_cannot_be_saved_is_said_and_saved_at_the_next_refresh(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.errors import StoreError
+    from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    real_save = refresher.save_manifest
+    full = True
+
+    def save(path: Path, m: Any) -> None:
+        if full:
+            raise StoreError(f"no space left on device writing {path}")
+        real_save(path, m)
+
+    monkeypatch.setattr(refresher, "save_manifest", save)
+    mpath = manifest_path(project_dirs(dirs[0], project_key(repo)).trees, repo)
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        failed = (await engine.index_update()).summary
+        out = await engine.index_search("tamarin", "repo")
+        full = False
+        saved = (await engine.index_update()).summary
+    # Only the manifest could not be written: the update says so, the search answers from
+    # memory, and the next refresh writes it.
+    assert (failed["saved"], failed["files"]) == (False, 2)
+    assert "no space left on device" in str(failed["store_error"])
+    assert [h["path"] for h in out.hits] == ["src/b.py"]
+    assert (saved["saved"], saved["store_error"]) == (True, None)
+    m = load_manifest(mpath)
+    assert m is not None
+    assert sorted(m.entries) == sorted(FILES)
