@@ -117,3 +117,31 @@ async def test_a_manifest_that_cannot_be_saved_is_said_and_saved_at_the_next_ref
     m = load_manifest(mpath)
     assert m is not None
     assert sorted(m.entries) == sorted(FILES)
+
+
+@pytest.mark.asyncio
+async def test_later_sessions_check_again_only_the_files_that_changed(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The amendment of 2026-10-16: a file the manifest holds as it is now was allowed by the
+    # same guard, and a new session does not check it against the pin and denylist again.
+    repo = make_repo(tmp_path / "repo", FILES)
+    checked: list[str] = []
+    real = refresher.precheck_all
+
+    def precheck_all(guard: Any, paths: list[str], **kw: Any) -> Any:
+        checked.extend(paths)
+        return real(guard, paths, **kw)
+
+    monkeypatch.setattr(refresher, "precheck_all", precheck_all)
+    per_session: list[list[str]] = []
+    for edit in (None, "src/a.py", None):
+        if edit is not None:
+            (repo / edit).write_text("def pangolin():\n    return 'okapi'\n")
+        checked.clear()
+        engine, _ = await session(repo, dirs)
+        async with engine:
+            out = await engine.index_search("pangolin", "repo")
+        assert [h["path"] for h in out.hits] == ["src/a.py"]
+        per_session.append(sorted(checked))
+    assert per_session == [sorted(FILES), ["src/a.py"], []]
