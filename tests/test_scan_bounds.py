@@ -401,3 +401,31 @@ async def test_a_same_size_rewrite_after_the_stop_takes_no_more_of_the_byte_limi
     assert (went_on.header["files"], went_on.header["partial"]) == (10, False)
     assert (summary["files"], summary["skipped"]["over_limit"]) == (10, 0)
     assert summary["partial"] is False
+
+
+@pytest.mark.asyncio
+async def test_a_deny_pattern_added_then_a_stopped_scan_still_keeps_the_file_out_later(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        await engine.index_update()
+    dirs[1].mkdir(parents=True, exist_ok=True)
+    (dirs[1] / "config.toml").write_text('[index]\ndeny = ["f07.py"]\n')
+    (repo / "f00.py").write_text(body(0, "quagga"))
+    async with await open_engine(repo, dirs, events) as engine:
+        # Under the new denylist the scan stops after the first part: f07, past the stop, was
+        # allowed by the old guard only, and the saved manifest must not say otherwise.
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+    async with await open_engine(repo, dirs, events) as engine:
+        denied = await found(engine, OLD[7])
+        summary = (await engine.index_update()).summary
+        kept = await found(engine, "quagga")
+    assert (cut["read"], cut["not_seen"]) == (1, 6)
+    assert denied == []
+    assert (summary["files"], summary["skipped"]["denied"]) == (9, 1)
+    assert kept == ["f00.py"]
+    assert "f07.py" not in stored(repo, dirs[0])
