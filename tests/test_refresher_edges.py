@@ -145,3 +145,49 @@ async def test_later_sessions_check_again_only_the_files_that_changed(
         assert [h["path"] for h in out.hits] == ["src/a.py"]
         per_session.append(sorted(checked))
     assert per_session == [sorted(FILES), ["src/a.py"], []]
+
+
+@pytest.mark.asyncio
+async def test_another_sessions_save_made_while_this_one_reads_is_kept(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    import asyncio
+    import threading
+
+    from nodwyn_retrieval.guard import CheckResult
+    from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    mpath = manifest_path(project_dirs(dirs[0], project_key(repo)).trees, repo)
+    other: list[dict[str, Any]] = []
+
+    async def other_session() -> None:
+        engine = await Engine.open(repo, data_dir=dirs[0], config_dir=dirs[1], workers=1)
+        async with engine:
+            other.append((await engine.index_update()).summary)
+
+    def run_other() -> None:
+        # A new file appears and another session indexes the tree and saves its manifest while
+        # this session is between its listing and its own save.
+        (repo / "src/c.py").write_text("def margay():\n    return 3\n")
+        t = threading.Thread(target=lambda: asyncio.run(other_session()))
+        t.start()
+        t.join()
+
+    def checker(path: str, size: int) -> CheckResult:
+        if path == "src/a.py" and not other:
+            run_other()
+        return CheckResult.allow()
+
+    engine = await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, checkers=[checker]
+    )
+    async with engine:
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'okapi'\n")
+        await engine.index_update()
+    assert other[0]["files"] == 3
+    m = load_manifest(mpath)
+    assert m is not None
+    # This session's save merged the other's: the file it never listed is still in the manifest.
+    assert sorted(m.entries) == ["src/a.py", "src/b.py", "src/c.py"]
