@@ -191,3 +191,31 @@ async def test_another_sessions_save_made_while_this_one_reads_is_kept(
     assert m is not None
     # This session's save merged the other's: the file it never listed is still in the manifest.
     assert sorted(m.entries) == ["src/a.py", "src/b.py", "src/c.py"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "damaged"])
+@pytest.mark.asyncio
+async def test_a_manifest_deleted_or_damaged_under_a_session_is_written_again(
+    tmp_path: Path, dirs: tuple[Path, Path], how: str
+) -> None:
+    from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    mpath = manifest_path(project_dirs(dirs[0], project_key(repo)).trees, repo)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        if how == "deleted":
+            mpath.unlink()
+        else:
+            mpath.write_bytes(b"not a manifest")
+        out = await engine.index_search("tamarin", "repo")
+        summary = (await engine.index_update()).summary
+    assert [h["path"] for h in out.hits] == ["src/b.py"]
+    assert (summary["files"], summary["saved"]) == (2, True)
+    m = load_manifest(mpath)
+    assert m is not None
+    assert sorted(m.entries) == sorted(FILES)
+    rebuilt = sum(int(e["rebuilt"]) for e in events if e["kind"] == "index.update")
+    assert rebuilt == (1 if how == "damaged" else 0)
