@@ -219,3 +219,30 @@ async def test_a_manifest_deleted_or_damaged_under_a_session_is_written_again(
     assert sorted(m.entries) == sorted(FILES)
     rebuilt = sum(int(e["rebuilt"]) for e in events if e["kind"] == "index.update")
     assert rebuilt == (1 if how == "damaged" else 0)
+
+
+@pytest.mark.asyncio
+async def test_a_file_another_session_dropped_by_its_own_denylist_is_read_again_here(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    strict = tmp_path / "strict-config"
+    strict.mkdir()
+    (strict / "config.toml").write_text('[index]\ndeny = ["src/b.py"]\n')
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        first = await engine.index_search("tamarin", "repo")
+        # Another session, whose configuration denies b.py, saves a manifest without it; no
+        # file of the tree is touched.
+        other = await Engine.open(repo, data_dir=dirs[0], config_dir=strict, workers=1)
+        async with other:
+            theirs = (await other.index_update()).summary
+        after = await engine.index_search("tamarin", "repo")
+    assert [h["path"] for h in first.hits] == ["src/b.py"]
+    assert (theirs["files"], theirs["skipped"]["denied"]) == (1, 1)
+    # This session's guard allows it: the whole listing is compared with the new manifest, and
+    # the file it no longer holds is read again.
+    assert [h["path"] for h in after.hits] == ["src/b.py"]
+    assert after.header["files"] == 2
