@@ -73,3 +73,28 @@ async def test_a_snapshot_that_cannot_be_read_is_not_counted_rebuilt_and_the_ses
     assert (summary["files"], summary["read"]) == (len(FILES), 0)
     assert rebuilt(later) == 0
     assert snap.is_dir()  # not a damaged file: left as it is
+
+
+@pytest.mark.asyncio
+async def test_an_update_after_an_edit_leaves_a_snapshot_the_next_session_needs_no_record_for(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    import shutil
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        await engine.index_update()
+        (repo / "m2.py").write_text("def ocelot():\n    pass\n")
+        assert [h["path"] for h in (await engine.index_search("ocelot", "repo")).hits] == ["m2.py"]
+        await engine.index_update()  # the edit merged into the index and its snapshot written
+    chunks = project_dirs(dirs[0], project_key(repo)).index / "chunks"
+    shutil.rmtree(chunks)
+    later: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, later) as engine:
+        out = await engine.index_search("ocelot", "repo")
+        summary = (await engine.index_update()).summary
+    # Everything, the edit too, came from the snapshot: no record to load, no file read again.
+    assert [h["path"] for h in out.hits] == ["m2.py"]
+    assert (summary["files"], summary["read"]) == (len(FILES), 0)
+    assert [e["read"] for e in later if e["kind"] == "index.update"] == [0]
