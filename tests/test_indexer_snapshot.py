@@ -98,3 +98,26 @@ async def test_an_update_after_an_edit_leaves_a_snapshot_the_next_session_needs_
     assert [h["path"] for h in out.hits] == ["m2.py"]
     assert (summary["files"], summary["read"]) == (len(FILES), 0)
     assert [e["read"] for e in later if e["kind"] == "index.update"] == [0]
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_that_cannot_be_written_is_said_by_the_update(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors import indexer
+    from nodwyn_retrieval.errors import StoreError
+
+    def full(path: Path, data: bytes) -> None:
+        raise StoreError(f"no space left on device writing {path}")
+
+    monkeypatch.setattr(indexer, "write_atomic", full)
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        summary = (await engine.index_update()).summary
+        out = await engine.index_search("serval_1", "repo")
+    # The index answers from memory; the update says what could not be saved.
+    assert (summary["files"], summary["saved"]) == (len(FILES), False)
+    assert "no space left on device" in str(summary["store_error"])
+    assert [h["path"] for h in out.hits][:1] == ["m1.py"]
+    assert load_snapshot(snapshot_of(repo, dirs[0])) is None
