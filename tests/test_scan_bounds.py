@@ -429,3 +429,23 @@ async def test_a_deny_pattern_added_then_a_stopped_scan_still_keeps_the_file_out
     assert (summary["files"], summary["skipped"]["denied"]) == (9, 1)
     assert kept == ["f00.py"]
     assert "f07.py" not in stored(repo, dirs[0])
+
+
+@pytest.mark.asyncio
+async def test_a_file_deleted_where_the_stopped_scan_goes_on_is_dropped(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        await engine.index_update()
+        # f04 is the first name the next scan does not compare before its stop.
+        (repo / "f04.py").unlink()
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        went_on = await engine.index_search(OLD[4], "repo")
+    assert (cut["removed"], cut["not_seen"]) == (0, 6)
+    assert went_on.hits == []
+    assert went_on.header["files"] == 9
+    assert "f04.py" not in stored(repo, dirs[0])
