@@ -449,3 +449,58 @@ async def test_a_file_deleted_where_the_stopped_scan_goes_on_is_dropped(
     assert went_on.hits == []
     assert went_on.header["files"] == 9
     assert "f04.py" not in stored(repo, dirs[0])
+
+
+@pytest.mark.asyncio
+async def test_an_update_stopped_while_it_watches_the_directories_goes_on_at_the_next_call(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors import _watch
+
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    files: dict[str, str | bytes] = {f"d{i}/f.py": body(i, w) for i, w in enumerate(OLD[:6])}
+    repo = make_repo(tmp_path / "repo", files)
+    real_watch_dirs = _watch.TreeWatch.watch_dirs
+
+    def watch_dirs(self: Any, part: Any) -> bool:
+        if clock.cut:
+            clock.offset += 3600.0  # an hour passes while these directories are watched
+        return bool(real_watch_dirs(self, part))
+
+    monkeypatch.setattr(_watch.TreeWatch, "watch_dirs", watch_dirs)
+    monkeypatch.setattr(refresher, "WATCH_EVERY", 2)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        went_on = (await engine.index_update()).summary
+        hits = {w: await found(engine, w) for w in OLD[:6]}
+        # The watch holds every directory: an edit is seen by the next search.
+        (repo / "d5/f.py").write_text(body(5, "fossil"))
+        edited = await found(engine, "fossil")
+    # Nothing was compared before the stop: every name is said as not looked at yet.
+    assert (cut["read"], cut["not_seen"], cut["partial"]) == (0, 6, True)
+    assert (went_on["read"], went_on["not_seen"], went_on["partial"]) == (6, 0, False)
+    assert hits == {w: [f"d{i}/f.py"] for i, w in enumerate(OLD[:6])}
+    assert edited == ["d5/f.py"]
+    assert clock.stated.count("d0/f.py") == 1
+
+
+@pytest.mark.asyncio
+async def test_more_directories_than_a_part_are_all_watched_in_one_call_with_time_left(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    files: dict[str, str | bytes] = {f"d{i}/f.py": body(i, w) for i, w in enumerate(OLD[:6])}
+    repo = make_repo(tmp_path / "repo", files)
+    monkeypatch.setattr(refresher, "WATCH_EVERY", 2)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        summary = (await engine.index_update()).summary
+        (repo / "d5/f.py").write_text(body(5, "fossil"))
+        edited = await found(engine, "fossil")
+    assert (summary["read"], summary["not_seen"], summary["partial"]) == (6, 0, False)
+    assert edited == ["d5/f.py"]
