@@ -121,3 +121,19 @@ async def test_a_snapshot_that_cannot_be_written_is_said_by_the_update(
     assert "no space left on device" in str(summary["store_error"])
     assert [h["path"] for h in out.hits][:1] == ["m1.py"]
     assert load_snapshot(snapshot_of(repo, dirs[0])) is None
+
+
+@pytest.mark.asyncio
+async def test_a_file_of_exactly_1_mib_is_indexed_and_one_byte_more_is_not(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    head = "def jaguarundi():\n    pass\n"
+    exact = head + "#" * (1_048_576 - len(head) - 1) + "\n"
+    assert len(exact.encode()) == 1 << 20
+    repo = make_repo(tmp_path / "repo", {"exact.py": exact, "over.py": exact + "#"})
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        summary = (await engine.index_update()).summary
+        out = await engine.index_search("jaguarundi", "repo")
+    assert [h["path"] for h in out.hits] == ["exact.py"]
+    assert (summary["files"], summary["skipped"]["too_large"]) == (1, 1)
