@@ -313,6 +313,9 @@ class RefresherActor(Actor):
             return
         self._disk_sig = sig
         disk = self._load_disk() if sig is not None else None
+        if disk is None and sig is not None:
+            # Damaged on disk: written again by this refresh, even when nothing changed.
+            self._unsaved = self._unsaved or "the manifest on disk is damaged"
         if disk is not None and disk.generation != self.manifest.generation:
             if disk.extra != self.manifest.extra:
                 self._fs = None  # directories another process added: list the tree again

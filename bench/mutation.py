@@ -113,13 +113,20 @@ TESTS: dict[str, list[str]] = {
     "store/transcripts/claude.py": ["test_transcripts_edges.py", "test_transcripts.py"],
     "store/transcripts/codex.py": ["test_transcripts_edges.py", "test_transcripts.py"],
     "store/transcripts/sessions.py": ["test_transcripts_edges.py", "test_transcripts.py"],
+    # Quickest files first: the in-process runner stops at the first failure.
     "actors/refresher.py": [
         "test_refresher.py",
         "test_refresher_sessions.py",
-        "test_scan_bounds.py",
+        "test_refresher_edges.py",
         "test_adr_numbers.py",
+        "test_scan_bounds.py",
     ],
-    "actors/indexer.py": ["test_indexer.py", "test_refresher.py", "test_scan_bounds.py"],
+    "actors/indexer.py": [
+        "test_indexer.py",
+        "test_indexer_snapshot.py",
+        "test_refresher.py",
+        "test_scan_bounds.py",
+    ],
 }
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store", "store/transcripts")

@@ -293,3 +293,214 @@ async def test_a_file_compared_before_the_stop_and_not_read_is_read_when_the_sca
     assert (cut["refused"], cut["read"], cut["not_seen"]) == (["f02.py"], PART - 1, 6)
     assert [h["path"] for h in went_on.hits] == ["f02.py"]
     assert went_on.header["files"] == 10
+
+
+def padded(word: str, i: int, size: int) -> str:
+    """A file defining word, padded with a comment to exactly size bytes."""
+    text = body(i, word)
+    return text + "#" * (size - len(text) - 1) + "\n"
+
+
+@pytest.mark.asyncio
+async def test_a_file_compared_before_the_stop_and_grown_to_the_size_limit_keeps_its_place(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    limits = refresher.Limits(files=9, file_bytes=40)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        # f01, compared before the stop, grows to exactly the size limit: it stays indexed and
+        # still takes one of the nine places, so the last name in path order has none.
+        (repo / "f01.py").write_text(padded("wolverine", 1, 40))
+        # f02, compared too, is rewritten to the same size: it keeps its place as well.
+        (repo / "f02.py").write_text(body(2, NEW[2]))
+        went_on = await engine.index_search("wolverine", "repo")
+        last = await found(engine, OLD[9])
+        rewritten = await found(engine, NEW[2])
+        summary = (await engine.index_update()).summary
+    assert (cut["read"], cut["not_seen"]) == (PART, 6)
+    assert [h["path"] for h in went_on.hits] == ["f01.py"]
+    assert (went_on.header["files"], went_on.header["partial"]) == (9, True)
+    assert last == []
+    assert rewritten == ["f02.py"]
+    assert (summary["files"], summary["skipped"]["over_limit"]) == (9, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_file_too_large_before_the_stop_and_shrunk_after_it_is_found(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", {**FILES, "f01.py": padded("wolverine", 1, 60)})
+    limits = refresher.Limits(file_bytes=40)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        # f01 was left out as too large by the part compared before the stop; it shrinks.
+        (repo / "f01.py").write_text(padded("wolverine", 1, 30))
+        await engine.index_search(OLD[0], "repo")
+        after = await found(engine, "wolverine")
+        final = (await engine.index_update()).summary
+    assert (cut["skipped"]["too_large"], cut["read"]) == (1, PART - 1)
+    assert after == ["f01.py"]
+    assert (final["files"], final["read"], final["skipped"]["too_large"]) == (10, 0, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_file_compared_before_the_stop_and_deleted_after_it_frees_its_place(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    limits = refresher.Limits(files=9)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        await engine.index_update()
+        clock.run_on()
+        (repo / "f01.py").unlink()
+        went_on = await engine.index_search(OLD[9], "repo")
+        gone = await found(engine, OLD[1])
+    # The place f01 held goes to the last name in path order, which the limit kept out.
+    assert [h["path"] for h in went_on.hits] == ["f09.py"]
+    assert went_on.header["files"] == 9
+    assert gone == []
+
+
+@pytest.mark.asyncio
+async def test_a_same_size_rewrite_after_the_stop_takes_no_more_of_the_byte_limit(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    total = sum(len(str(b).encode()) for b in FILES.values())
+    limits = refresher.Limits(bytes=total)  # exactly the whole tree
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        clock.stop_next()
+        await engine.index_update()
+        clock.run_on()
+        (repo / "f02.py").write_text(body(2, NEW[2]))
+        went_on = await engine.index_search(OLD[9], "repo")
+        summary = (await engine.index_update()).summary
+    assert [h["path"] for h in went_on.hits] == ["f09.py"]
+    assert (went_on.header["files"], went_on.header["partial"]) == (10, False)
+    assert (summary["files"], summary["skipped"]["over_limit"]) == (10, 0)
+    assert summary["partial"] is False
+
+
+@pytest.mark.asyncio
+async def test_a_deny_pattern_added_then_a_stopped_scan_still_keeps_the_file_out_later(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        await engine.index_update()
+    dirs[1].mkdir(parents=True, exist_ok=True)
+    (dirs[1] / "config.toml").write_text('[index]\ndeny = ["f07.py"]\n')
+    (repo / "f00.py").write_text(body(0, "quagga"))
+    async with await open_engine(repo, dirs, events) as engine:
+        # Under the new denylist the scan stops after the first part: f07, past the stop, was
+        # allowed by the old guard only, and the saved manifest must not say otherwise.
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+    async with await open_engine(repo, dirs, events) as engine:
+        denied = await found(engine, OLD[7])
+        summary = (await engine.index_update()).summary
+        kept = await found(engine, "quagga")
+    assert (cut["read"], cut["not_seen"]) == (1, 6)
+    assert denied == []
+    assert (summary["files"], summary["skipped"]["denied"]) == (9, 1)
+    assert kept == ["f00.py"]
+    assert "f07.py" not in stored(repo, dirs[0])
+
+
+@pytest.mark.asyncio
+async def test_a_file_deleted_where_the_stopped_scan_goes_on_is_dropped(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        await engine.index_update()
+        # f04 is the first name the next scan does not compare before its stop.
+        (repo / "f04.py").unlink()
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        went_on = await engine.index_search(OLD[4], "repo")
+    assert (cut["removed"], cut["not_seen"]) == (0, 6)
+    assert went_on.hits == []
+    assert went_on.header["files"] == 9
+    assert "f04.py" not in stored(repo, dirs[0])
+
+
+@pytest.mark.asyncio
+async def test_an_update_stopped_while_it_watches_the_directories_goes_on_at_the_next_call(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors import _watch
+
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    files: dict[str, str | bytes] = {f"d{i}/f.py": body(i, w) for i, w in enumerate(OLD[:6])}
+    repo = make_repo(tmp_path / "repo", files)
+    real_watch_dirs = _watch.TreeWatch.watch_dirs
+
+    def watch_dirs(self: Any, part: Any) -> bool:
+        if clock.cut:
+            clock.offset += 3600.0  # an hour passes while these directories are watched
+        return bool(real_watch_dirs(self, part))
+
+    monkeypatch.setattr(_watch.TreeWatch, "watch_dirs", watch_dirs)
+    monkeypatch.setattr(refresher, "WATCH_EVERY", 2)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        clock.stop_next()
+        cut = (await engine.index_update()).summary
+        clock.run_on()
+        went_on = (await engine.index_update()).summary
+        hits = {w: await found(engine, w) for w in OLD[:6]}
+        # The watch holds every directory: an edit is seen by the next search.
+        (repo / "d5/f.py").write_text(body(5, "fossil"))
+        edited = await found(engine, "fossil")
+    # Nothing was compared before the stop: every name is said as not looked at yet.
+    assert (cut["read"], cut["not_seen"], cut["partial"]) == (0, 6, True)
+    assert (went_on["read"], went_on["not_seen"], went_on["partial"]) == (6, 0, False)
+    assert hits == {w: [f"d{i}/f.py"] for i, w in enumerate(OLD[:6])}
+    assert edited == ["d5/f.py"]
+    assert clock.stated.count("d0/f.py") == 1
+
+
+@pytest.mark.asyncio
+async def test_more_directories_than_a_part_are_all_watched_in_one_call_with_time_left(
+    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    files: dict[str, str | bytes] = {f"d{i}/f.py": body(i, w) for i, w in enumerate(OLD[:6])}
+    repo = make_repo(tmp_path / "repo", files)
+    monkeypatch.setattr(refresher, "WATCH_EVERY", 2)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        summary = (await engine.index_update()).summary
+        (repo / "d5/f.py").write_text(body(5, "fossil"))
+        edited = await found(engine, "fossil")
+    assert (summary["read"], summary["not_seen"], summary["partial"]) == (6, 0, False)
+    assert edited == ["d5/f.py"]

@@ -1,0 +1,248 @@
+"""The refresher's watched path, as a person sees it: what a search says after a quiet edit.
+
+Written for survivors of a mutation run (docs/reliability.md, "Mutation testing"): an edit seen
+by the watch made the search say the index was partial, and a change of git's excludes was not
+seen by the watch at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodwyn_retrieval.actors import refresher
+from nodwyn_retrieval.entry import Engine
+
+from tests.support import make_repo
+
+FILES: dict[str, str | bytes] = {
+    "src/a.py": "def pangolin():\n    return 1\n",
+    "src/b.py": "def tamarin():\n    return 2\n",
+}
+
+
+async def session(repo: Path, dirs: tuple[Path, Path]) -> tuple[Engine, list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    engine = await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], record=events.append, workers=1
+    )
+    return engine, events
+
+
+@pytest.mark.asyncio
+async def test_a_search_after_an_edit_the_watch_saw_is_complete_not_partial(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        first = await engine.index_search("pangolin", "repo")
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'okapi'\n")
+        edited = await engine.index_search("okapi", "repo")
+        quiet = await engine.index_search("tamarin", "repo")
+    assert [h["path"] for h in first.hits] == ["src/a.py"]
+    assert [h["path"] for h in edited.hits] == ["src/a.py"]
+    assert [h["path"] for h in quiet.hits] == ["src/b.py"]
+    # Nothing was left out: neither the edit's search nor the next one says partial.
+    for out in (first, edited, quiet):
+        assert (out.header["partial"], out.header["not_seen"], out.header["not_read"]) == (
+            False,
+            0,
+            0,
+        )
+        assert "partial" not in out.header["text"]
+    updates = [e for e in events if e["kind"] == "index.update"]
+    assert [u["partial"] for u in updates] == [False] * len(updates)
+
+
+@pytest.mark.asyncio
+async def test_a_file_newly_excluded_by_git_leaves_the_index_at_the_next_search(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    (repo / "notes").mkdir()
+    (repo / "notes/todo.py").write_text("def axolotl():\n    return 3\n")  # not committed
+    engine, events = await session(repo, dirs)
+    async with engine:
+        before = await engine.index_search("axolotl", "repo")
+        n = len(events)
+        # Only git's excludes change: no file of the tree is touched.
+        with (repo / ".git/info/exclude").open("a", encoding="utf-8") as f:
+            f.write("notes/\n")
+        after = await engine.index_search("axolotl", "repo")
+        status = await engine.index_update()
+    assert [h["path"] for h in before.hits] == ["notes/todo.py"]
+    assert after.hits == []
+    updates = [e for e in events[n:] if e["kind"] == "index.update"]
+    assert updates[0]["removed"] == 1
+    assert status.summary["files"] == 2
+
+
+@pytest.mark.asyncio
+async def test_a_manifest_that_cannot_be_saved_is_said_and_saved_at_the_next_refresh(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.errors import StoreError
+    from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    real_save = refresher.save_manifest
+    full = True
+
+    def save(path: Path, m: Any) -> None:
+        if full:
+            raise StoreError(f"no space left on device writing {path}")
+        real_save(path, m)
+
+    monkeypatch.setattr(refresher, "save_manifest", save)
+    mpath = manifest_path(project_dirs(dirs[0], project_key(repo)).trees, repo)
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        failed = (await engine.index_update()).summary
+        out = await engine.index_search("tamarin", "repo")
+        full = False
+        saved = (await engine.index_update()).summary
+    # Only the manifest could not be written: the update says so, the search answers from
+    # memory, and the next refresh writes it.
+    assert (failed["saved"], failed["files"]) == (False, 2)
+    assert "no space left on device" in str(failed["store_error"])
+    assert [h["path"] for h in out.hits] == ["src/b.py"]
+    assert (saved["saved"], saved["store_error"]) == (True, None)
+    m = load_manifest(mpath)
+    assert m is not None
+    assert sorted(m.entries) == sorted(FILES)
+
+
+@pytest.mark.asyncio
+async def test_later_sessions_check_again_only_the_files_that_changed(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The amendment of 2026-10-16: a file the manifest holds as it is now was allowed by the
+    # same guard, and a new session does not check it against the pin and denylist again.
+    repo = make_repo(tmp_path / "repo", FILES)
+    checked: list[str] = []
+    real = refresher.precheck_all
+
+    def precheck_all(guard: Any, paths: list[str], **kw: Any) -> Any:
+        checked.extend(paths)
+        return real(guard, paths, **kw)
+
+    monkeypatch.setattr(refresher, "precheck_all", precheck_all)
+    per_session: list[list[str]] = []
+    for edit in (None, "src/a.py", None):
+        if edit is not None:
+            (repo / edit).write_text("def pangolin():\n    return 'okapi'\n")
+        checked.clear()
+        engine, _ = await session(repo, dirs)
+        async with engine:
+            out = await engine.index_search("pangolin", "repo")
+        assert [h["path"] for h in out.hits] == ["src/a.py"]
+        per_session.append(sorted(checked))
+    assert per_session == [sorted(FILES), ["src/a.py"], []]
+
+
+@pytest.mark.asyncio
+async def test_another_sessions_save_made_while_this_one_reads_is_kept(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    import asyncio
+    import threading
+
+    from nodwyn_retrieval.guard import CheckResult
+    from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    mpath = manifest_path(project_dirs(dirs[0], project_key(repo)).trees, repo)
+    other: list[dict[str, Any]] = []
+
+    async def other_session() -> None:
+        engine = await Engine.open(repo, data_dir=dirs[0], config_dir=dirs[1], workers=1)
+        async with engine:
+            other.append((await engine.index_update()).summary)
+
+    def run_other() -> None:
+        # A new file appears and another session indexes the tree and saves its manifest while
+        # this session is between its listing and its own save.
+        (repo / "src/c.py").write_text("def margay():\n    return 3\n")
+        t = threading.Thread(target=lambda: asyncio.run(other_session()))
+        t.start()
+        t.join()
+
+    def checker(path: str, size: int) -> CheckResult:
+        if path == "src/a.py" and not other:
+            run_other()
+        return CheckResult.allow()
+
+    engine = await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, checkers=[checker]
+    )
+    async with engine:
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'okapi'\n")
+        await engine.index_update()
+    assert other[0]["files"] == 3
+    m = load_manifest(mpath)
+    assert m is not None
+    # This session's save merged the other's: the file it never listed is still in the manifest.
+    assert sorted(m.entries) == ["src/a.py", "src/b.py", "src/c.py"]
+
+
+@pytest.mark.parametrize("how", ["deleted", "damaged"])
+@pytest.mark.asyncio
+async def test_a_manifest_deleted_or_damaged_under_a_session_is_written_again(
+    tmp_path: Path, dirs: tuple[Path, Path], how: str
+) -> None:
+    from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    mpath = manifest_path(project_dirs(dirs[0], project_key(repo)).trees, repo)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        if how == "deleted":
+            mpath.unlink()
+        else:
+            mpath.write_bytes(b"not a manifest")
+        out = await engine.index_search("tamarin", "repo")
+        summary = (await engine.index_update()).summary
+    assert [h["path"] for h in out.hits] == ["src/b.py"]
+    assert (summary["files"], summary["saved"]) == (2, True)
+    m = load_manifest(mpath)
+    assert m is not None
+    assert sorted(m.entries) == sorted(FILES)
+    rebuilt = sum(int(e["rebuilt"]) for e in events if e["kind"] == "index.update")
+    assert rebuilt == (1 if how == "damaged" else 0)
+
+
+@pytest.mark.asyncio
+async def test_a_file_another_session_dropped_by_its_own_denylist_is_read_again_here(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", FILES)
+    strict = tmp_path / "strict-config"
+    strict.mkdir()
+    (strict / "config.toml").write_text('[index]\ndeny = ["src/b.py"]\n')
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        first = await engine.index_search("tamarin", "repo")
+        # Another session, whose configuration denies b.py, saves a manifest without it; no
+        # file of the tree is touched.
+        other = await Engine.open(repo, data_dir=dirs[0], config_dir=strict, workers=1)
+        async with other:
+            theirs = (await other.index_update()).summary
+        after = await engine.index_search("tamarin", "repo")
+    assert [h["path"] for h in first.hits] == ["src/b.py"]
+    assert (theirs["files"], theirs["skipped"]["denied"]) == (1, 1)
+    # This session's guard allows it: the whole listing is compared with the new manifest, and
+    # the file it no longer holds is read again.
+    assert [h["path"] for h in after.hits] == ["src/b.py"]
+    assert after.header["files"] == 2
