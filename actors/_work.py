@@ -84,13 +84,8 @@ def analyze_blob(
     if chunks is not None and chunks.exists(key):
         return Analyzed(path, None, key, None, red.count, len(data))
     record = analyze(red.text)
-    if store and chunks is not None:
-        try:
-            chunks.put(key, record)
-        except StoreError as e:
-            return Analyzed(path, None, key, record, red.count, len(data), False, str(e))
-        return Analyzed(path, None, key, record, red.count, len(data), True)
-    return Analyzed(path, None, key, record, red.count, len(data))
+    made = Analyzed(path, None, key, record, red.count, len(data))
+    return _put(chunks, made, record) if store and chunks is not None else made
 
 
 def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
@@ -136,6 +131,7 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
 
 
 def _put(store: ChunkStore, a: Analyzed, rec: FileRecord) -> Analyzed:
+    """a, with its new record written to the store (or why that failed: still indexed)."""
     try:
         store.put(a.key, rec)
     except StoreError as e:
