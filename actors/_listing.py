@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import math
 import os
 import re
 import subprocess
@@ -224,11 +225,14 @@ def _ignored(ignores: list[_Ignore], rel: str, is_dir: bool) -> bool:
 
 
 def list_tree(root: Path) -> tuple[list[str], bool]:
-    """The files the index covers, and whether git listed them."""
-    listed = git_ls_files(root)
-    if listed is not None:
-        return listed, True
-    return list(walk_dir(root, root, honour_ignores=True, skip_hidden=True)), False
+    """The files the index covers, and whether git listed them: a :class:`Listing` (the one a
+    refresh makes) run to its end with no deadline."""
+    listing = Listing(root, [])
+    try:
+        listing.step(math.inf)
+    finally:
+        listing.close()
+    return listing.names, listing.in_git
 
 
 def _utf8(name: str) -> bool:
