@@ -371,3 +371,58 @@ def test_a_secret_in_a_list_has_its_own_data_taken_and_no_other_items() -> None:
     # The last item runs to the document's end.
     text = "- kind: ConfigMap\n  data:\n    a: plain\n- kind: Secret\n  data:\n    k: dmFs\n"
     assert redact(text).text == text.replace("dmFs", K8S)
+
+
+def test_a_secret_whose_kind_is_indented_outside_a_list_is_its_whole_document() -> None:
+    # An indented kind: Secret under a mapping key, not an item of a list: the Secret is read as
+    # its whole document, as a kind: Secret at the margin is.
+    text = "spec:\n  template:\n    kind: Secret\n    data:\n      key: c2VjcmV0dmFs\n"
+    assert redact(text).text == text.replace("c2VjcmV0dmFs", K8S)
+    text = "wrapper:\n  kind: Secret\ndata:\n  key: c2VjcmV0dmFs\n---\nother:\n  k: plain\n"
+    assert redact(text).text == text.replace("c2VjcmV0dmFs", K8S)
+
+
+def test_a_key_beside_an_items_data_ends_its_data() -> None:
+    text = "- kind: Secret\n  data:\n    a: dmFsdWVvbmU=\n  type: Opaque\n  note: kept\n"
+    assert redact(text).text == text.replace("dmFsdWVvbmU=", K8S)
+    text = "kind: Secret\ndata:\n  a: dmFsdWVvbmU=\ntype: Opaque\n"
+    assert redact(text).text == text.replace("dmFsdWVvbmU=", K8S)
+
+
+def test_a_secrets_data_is_taken_beside_provider_tokens_before_and_after_it() -> None:
+    # A provider's token elsewhere in the text, before the Secret or after its value, does not
+    # keep the Secret's own value from being taken; one inside the value is taken as itself.
+    token = "gl" + "pat-" + "AAAAAABDIIIKKKPao00w"
+    text = (
+        f"# deploy with {token}\nkind: Secret\ndata:\n  a: dmFsdWVvbmU=\n"
+        f"  b: {token}\n  c: dHdvdmFsdWU=\n# and {token}\n"
+    )
+    out = redact(text)
+    gl = marker("gitlab-token")
+    assert out.text == (
+        f"# deploy with {gl}\nkind: Secret\ndata:\n  a: {K8S}\n  b: {gl}\n  c: {K8S}\n# and {gl}\n"
+    )
+    assert out.kinds == (
+        "gitlab-token",
+        "kubernetes-secret",
+        "gitlab-token",
+        "kubernetes-secret",
+        "gitlab-token",
+    )
+
+
+def test_a_block_scalar_that_ends_the_text_keeps_its_last_line_break() -> None:
+    for tail in ("\n", ""):
+        text = f"kind: Secret\ndata:\n  cert: |\n    AAAA\n    BBBB{tail}"
+        out = redact(text)
+        assert out.text == f"kind: Secret\ndata:\n  cert: |\n{K8S}\n{tail}", repr(tail)
+        assert out.text.count("\n") == text.count("\n")
+
+
+def test_a_secret_is_read_to_the_texts_end_without_a_last_line_break() -> None:
+    text = "kind: Secret\ndata:\n  a: dmFsdWVvbmU=\n  b: dHdvdmFsdWU="
+    assert redact(text).text == text.replace("dmFsdWVvbmU=", K8S).replace("dHdvdmFsdWU=", K8S)
+    text = "data:\n  a: dmFsdWVvbmU=\nkind: Secret"
+    assert redact(text).text == text.replace("dmFsdWVvbmU=", K8S)
+    text = "- kind: Secret\n  data:\n    a: dmFsdWVvbmU="
+    assert redact(text).text == text.replace("dmFsdWVvbmU=", K8S)
