@@ -114,7 +114,9 @@ def main() -> int:
     timeout = int(os.environ.get("MUTANT_SECONDS", "120"))
 
     path = ROOT / args.module
-    name = "nodwyn_retrieval." + args.module.removesuffix(".py").replace("/", ".")
+    # A package's __init__.py is the package itself.
+    dotted = args.module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    name = "nodwyn_retrieval." + dotted
     gremlins, tree = transform_source(
         path.read_text(encoding="utf-8"), str(path), get_default_registry().get_all()
     )
