@@ -399,3 +399,53 @@ async def test_a_rollout_with_a_torn_line_unknown_items_and_a_huge_output(
         assert "(error)" in out.text
     finally:
         await engine.close()
+
+
+@pytest.mark.asyncio
+async def test_a_log_of_ours_under_another_name_keeps_its_mem_beside_it(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.txt": "hello\n"})
+    p = tmp_path / "notes.log"
+    events = [  # a .mem holds whole turns: the first is whole at its turn.end
+        {"seq": 1, "kind": "person.message", "turn": 1, "text": "where is the wombat"},
+        {"seq": 2, "kind": "turn.end", "turn": 1},
+        {"seq": 3, "kind": "person.message", "turn": 2, "text": "and the quokka"},
+    ]
+    p.write_text(
+        "".join(
+            json.dumps({**e, "ts": f"2026-10-15T09:00:0{e['seq']}Z", "agent": "main"}) + "\n"
+            for e in events
+        )
+    )
+    assert reader_for(p) is NODWYN
+    assert mem_path(p) == tmp_path / "notes.log.mem"
+    engine, _ = await _open(root, p, dirs)
+    try:
+        out = await engine.index_search("wombat", "conversation")
+    finally:
+        await engine.close()
+    assert [h["seq"] for h in out.hits] == [1]
+    assert (tmp_path / "notes.log.mem").is_file()
+
+
+@pytest.mark.asyncio
+async def test_a_transcripts_mem_directory_is_made_with_its_parents(
+    tmp_path: Path, homes: dict[str, Path], dirs: tuple[Path, Path]
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.txt": "hello\n"})
+    s = ClaudeSession(homes["claude"], root)
+    _claude_story(s)
+    mems = dirs[0] / "not" / "yet" / "made"
+    place(s.path, CLAUDE, mems)
+    try:
+        engine, _ = await _open(root, s.path, dirs)
+        try:
+            out = await engine.index_search("refuseLoopback", "conversation")
+        finally:
+            await engine.close()
+        assert out.hits
+        assert mem_path(s.path).parent == mems
+        assert mem_path(s.path).is_file()
+    finally:
+        unplace(s.path)
