@@ -196,3 +196,25 @@ def test_the_manifest_records_the_guard_that_allowed_its_entries(
     assert m.guard == guard_fingerprint(guard)
     assert len(m.guard) == 64
     assert _fastpath.guard_fingerprint(object()) == ""  # type: ignore[arg-type]
+
+
+def test_vouched_vouches_for_nothing_it_cannot_prove(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    guard = default_guard(root)
+    fp = guard_fingerprint(guard)
+    paths = sorted(FILES)
+    fs = dict(zip(paths, _stat_all(root, paths), strict=True))
+    entries = {p: Entry(st.size, st.mtime_ns, st.inode, "!binary") for p, st in fs.items() if st}
+    # No entry as it was (a first build, or every file edited): an empty answer, not a failure.
+    assert vouched(root, guard, fs, {}, fingerprint=fp, manifest_guard=fp) == []
+    # The files of one root against the guard of another, whose rules are the same: nothing.
+    other_root = make_repo(tmp_path / "other", FILES)
+    other = default_guard(other_root)
+    assert guard_fingerprint(other) != fp  # the root is part of what the rules depend on
+    ofp = guard_fingerprint(other)
+    assert vouched(root, other, fs, entries, fingerprint=ofp, manifest_guard=ofp) == []
+    # A link to the root is the root: its real path is the guard's.
+    (tmp_path / "link").symlink_to(root)
+    assert vouched(tmp_path / "link", guard, fs, entries, fingerprint=fp, manifest_guard=fp) == (
+        paths
+    )
