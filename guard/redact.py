@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 
@@ -274,6 +275,7 @@ def _splits(s: str) -> bool:
     return ok[len(s)]
 
 
+@functools.lru_cache(maxsize=16384)  # a pure function of a name, and names repeat in a text
 def secret_name(name: str) -> str | None:
     """The marker kind when name is a credential's (``DB_PASSWORD``, ``accessToken``), else None.
 
