@@ -3,10 +3,11 @@ postings and cards, and the merge of two folds (see store.mem)."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, count
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from nodwyn_retrieval.retrieval.events import (
     turn_of,
     word_runs,
 )
-from nodwyn_retrieval.retrieval.words import word_table
+from nodwyn_retrieval.retrieval.words import WordTable, word_table
 from nodwyn_retrieval.store.mem_log import LoggedEvent
 
 _EV_DTYPES = {
@@ -79,6 +80,22 @@ def word_keys(words: Sequence[str]) -> U64:
     h ^= h >> s33
     return h
 
+
+
+_local = threading.local()
+
+
+def _table_keys(table: WordTable) -> U64:
+    """The key of each word of this thread's word table, by its id: a word is hashed once for
+    all the logs a thread folds (a project's logs share most of their words), not once a log.
+    The table only ever appends words, and is replaced, not cleared (retrieval.words)."""
+    got: tuple[WordTable, U64] | None = getattr(_local, "keys", None)
+    keys = got[1] if got is not None and got[0] is table else np.zeros(0, dtype=np.uint64)
+    done = keys.shape[0]
+    if done < len(table.words):
+        keys = np.concatenate([keys, word_keys(table.words[done:])])
+    _local.keys = (table, keys)
+    return keys
 
 
 # -- folding events ------------------------------------------------------------------------------
@@ -218,14 +235,21 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
         occ_counts.extend(found.values())
     # Every distinct run's words, through this thread's table (its ids hold for this call).
     table = word_table()
-    shared = list(map(table.ids, map(table.__getitem__, run_index)))
-    word_index: defaultdict[int, int] = defaultdict(count().__next__)
-    flat = np.fromiter(map(word_index.__getitem__, chain.from_iterable(shared)), dtype=np.int64)
-    words = list(map(table.words.__getitem__, word_index))
-    # Words become keys; two words sharing one (module doc) become one.
-    keys, key_of = np.unique(word_keys(words), return_inverse=True)
-    flat = key_of.astype(np.int64)[flat] if flat.size else flat
-    per_run = np.fromiter(map(len, shared), dtype=np.int64, count=len(shared))
+    codes = np.fromiter(map(table.__getitem__, run_index), dtype=np.int64, count=len(run_index))
+    # A code is a word id, NO_WORDS, or -2 - k for the several words multi[k] (retrieval.words):
+    # each run's word ids laid end to end, by indexing the table's arrays.
+    m_start, m_size, m_flat = table.multi_arrays()
+    several = codes <= -2
+    per_run = (codes >= 0).astype(np.int64)
+    per_run[several] = m_size[-2 - codes[several]]
+    w_of, nth = _spans(per_run)
+    flat_ids = codes[w_of]
+    part = flat_ids <= -2
+    flat_ids[part] = m_flat[m_start[-2 - flat_ids[part]] + nth[part]]
+    # Words become keys (each word hashed once for the thread's table); two words sharing one
+    # (module doc) become one.
+    keys, flat = np.unique(_table_keys(table)[flat_ids], return_inverse=True)
+    flat = flat.astype(np.int64).reshape(-1)
     occ = np.asarray(occ_runs, dtype=np.int64)
     occ_n = np.asarray(occ_counts, dtype=np.int64)
     t_len = np.asarray(occ_len, dtype=np.int64)
