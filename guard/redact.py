@@ -40,8 +40,10 @@ import base64
 import binascii
 import bisect
 import functools
+import importlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import ahocorasick_rs
 from nodwyn_retrieval.guard.kubernetes import with_secret_data
@@ -567,6 +569,31 @@ def _build() -> tuple[
 _AUTOMATON, _BYTES_AUTOMATON, _RULES_OF, _DIRECT = _build()
 
 
+def _literal_prefix(pattern: re.Pattern[str]) -> str:
+    """The characters every match of pattern starts with: its leading literals as the regular
+    expression parser reads them ("" when it starts otherwise, or ignores case)."""
+    if pattern.flags & re.IGNORECASE:
+        return ""
+    try:  # the standard library's parser, private: without it, no prefilter
+        parser: Any = importlib.import_module("re._parser")
+        literal = importlib.import_module("re._constants").LITERAL
+        parsed = list(parser.parse(pattern.pattern, pattern.flags))
+    except (ImportError, AttributeError, TypeError, re.error):
+        return ""
+    out: list[str] = []
+    for item in parsed:
+        op, av = item
+        if op is not literal or not isinstance(av, int):
+            break
+        out.append(chr(av))
+    return "".join(out)
+
+
+_DIRECT_PREFIX: tuple[str, ...] = tuple(_literal_prefix(_ALL[ri].pattern) for ri in _DIRECT)
+"""The prefilter of each rule without a locator: a text that does not hold its literal prefix
+holds no match, and its expression is not run (a find costs a fraction of a search)."""
+
+
 def _locate(low: str) -> list[tuple[int, int, int]]:
     """(literal, start, end) of every locator in the lowered text, overlapping ones too."""
     if low.isascii():  # most source: bytes are characters, and the byte automaton skips decoding
@@ -626,7 +653,9 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
                 secrets_at.append(at)
             else:
                 (provider if 0 <= ri < _N_PROVIDERS else generic).append((at, ri))
-    for ri in _DIRECT:
+    for ri, prefix in zip(_DIRECT, _DIRECT_PREFIX, strict=True):
+        if prefix and prefix not in text:
+            continue
         for m in _ALL[ri].pattern.finditer(text):
             provider.append((m.start(), ri))
     taken: list[tuple[int, int, str]] = []
