@@ -7,7 +7,7 @@ Generates (bench/loggen.py, from the tree given or this project's files) a log o
 as the engine asks them:
 
 - conversation, first search: the log's .mem missing, so the search builds it (the word splitter's
-  memo cleared first, as in a new process);
+  memo and redaction's names cleared first, as in a new process);
 - conversation, later searches: the median over a set of queries, the .mem in place;
 - earlier tasks, first search: no .mem anywhere, so the search writes all 78 (folded here, or in
   worker processes when the logs to fold pass actors.earlier.POOL_MIN_BYTES; the row "pool" forces
@@ -45,7 +45,7 @@ import nodwyn_retrieval.actors.earlier as earlier_mod
 from nodwyn_retrieval.actors.conversation import ConversationActor, LogSearch
 from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierSearch
 from nodwyn_retrieval.bus import ActorSystem
-from nodwyn_retrieval.retrieval.words import clear_memo
+from nodwyn_retrieval.retrieval.words import clear_memo as clear_words
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.mem import RACY_NS, mem_path
 
@@ -61,6 +61,17 @@ QUERIES = (
 )
 CONV_EVENTS, CONV_BYTES = 6_849, 6_700_000
 TASKS, TASK_EVENTS = 78, 17_663
+
+
+def clear_memo() -> None:
+    """Forget what a process remembers between builds (the word splitter's table, the names
+    redaction judged), so that a first search is measured as a new process makes it."""
+    clear_words()
+    from nodwyn_retrieval.guard import redact as _redact
+
+    judged = getattr(sys.modules[_redact.__module__], "secret_name", None)
+    if hasattr(judged, "cache_clear"):
+        judged.cache_clear()
 
 
 def load() -> str:
