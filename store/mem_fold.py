@@ -81,7 +81,6 @@ def word_keys(words: Sequence[str]) -> U64:
     return h
 
 
-
 _local = threading.local()
 
 
@@ -351,5 +350,3 @@ def merge_folds(a: Fold, b: Fold) -> Fold:
         agents=list(agents),
         cards=merge_cards(a.cards, b.cards),
     )
-
-
