@@ -98,6 +98,16 @@ def test_the_same_lines_as_the_plain_rule_with_hidden_lines() -> None:
         assert matched_lines(et, query, n) == best_lines(shown, query, n), (et.lines, query, n)
 
 
+def test_a_word_ending_in_a_final_sigma_is_matched_where_the_line_lowercases_otherwise() -> None:
+    # "ΑΣ" as a word is "ας" (a final sigma), but lowercased inside "ΑΣ.ΒΑ" it is "ασ"
+    et = plan("ΑΣ.ΒΑ", "nothing", "ΣΑΣTest")
+    assert "ας" not in "ΑΣ.ΒΑ".lower()
+    assert matched_lines(et, ["ας"]) == [(1, "ΑΣ.ΒΑ")]
+    assert matched_lines(et, ["σας", "test"]) == [(3, "ΣΑΣTest")]
+    assert matched_lines(et, ["βα"]) == [(1, "ΑΣ.ΒΑ")]
+    assert best_lines([(4, "ΑΣ.ΒΑ")], ["ας"]) == [(4, "ΑΣ.ΒΑ")]  # a repository result's lines
+
+
 # -- results grouped by turn ----------------------------------------------------------------------
 
 
