@@ -325,3 +325,20 @@ def test_a_recall_with_pieces_stays_within_its_cap(cap: int) -> None:
     text, data = recall(et, cap=cap)
     assert len(text) <= cap
     assert data["cut"] is True
+
+
+@pytest.mark.parametrize("task", [None, "t-2", "a-task-id-of-forty-characters-0123456789"])
+@pytest.mark.parametrize("seq", [7, 9_876_543_210])
+def test_a_recall_at_any_cap_stays_within_it_and_says_where_to_read_on(
+    task: str | None, seq: int
+) -> None:
+    rng = random.Random(seq)
+    text = "\n".join("y" * rng.randint(0, 120) for _ in range(200))
+    et = event_text(ev("plan", seq=seq, text=text))
+    for cap in range(1_000, 4_000, 7):
+        shown, data = recall(et, cap=cap, task=task)
+        assert len(shown) <= cap, cap
+        end = data["lines"]["end"]
+        assert shown.split("\n")[2 : 2 + end] == list(et.lines[:end])
+        how = f"recall seq {seq} with start {end + 1}" + (f" and task {task}" if task else "")
+        assert shown.split("\n")[-1] == f"[cut at {cap:,} characters: {how} to read on]"
