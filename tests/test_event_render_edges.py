@@ -342,3 +342,64 @@ def test_a_recall_at_any_cap_stays_within_it_and_says_where_to_read_on(
         assert shown.split("\n")[2 : 2 + end] == list(et.lines[:end])
         how = f"recall seq {seq} with start {end + 1}" + (f" and task {task}" if task else "")
         assert shown.split("\n")[-1] == f"[cut at {cap:,} characters: {how} to read on]"
+
+
+@pytest.mark.parametrize(("start", "count"), [(None, None), (3, None), (5, 20)])
+def test_a_replys_recall_with_long_lines_and_its_calls_stays_within_any_cap(
+    start: int | None, count: int | None
+) -> None:
+    rng = random.Random(8)
+    lines = ["z" * 4100 if i % 4 == 0 else "w" * rng.randint(0, 90) for i in range(40)]
+    calls = [{"id": str(i), "name": "fs-read", "args": {"path": f"f{i}.go"}} for i in range(6)]
+    et = event_text(ev("llm.resp", seq=12345, text="\n".join(lines), calls=calls))
+    results = [(c, 100 + i if i % 2 else None) for i, c in enumerate(et.calls)]
+    for cap in range(1_000, 30_000, 13):
+        shown, _ = recall(et, start=start, count=count, cap=cap, results=results, task="t-7")
+        assert len(shown) <= cap, cap
+        assert shown.split("\n")[-6:] == [
+            f"[call {c.text}: its result is seq {s}]"
+            if s
+            else f"[call {c.text}: no result in the log]"
+            for c, s in results
+        ]
+
+
+def test_a_recalls_page_holds_every_line_that_fits() -> None:
+    rng = random.Random(5)
+    et = plan(*("y" * rng.randint(0, 60) for _ in range(300)), seq=3)
+    for cap in range(4_000, 9_000):
+        shown, data = recall(et, cap=cap)
+        end = data["lines"]["end"]
+        # pages ending at lines 100-299, numbered in as many digits as the event's last line: the
+        # room kept for the page's marker and the line saying how to read on is exactly theirs
+        assert 100 <= end < 300
+        # the next line and its newline would pass the cap (all but one character of it is used)
+        assert len(shown) + 1 + len(et.lines[end]) >= cap, cap
+
+
+def test_the_first_line_is_shown_cut_from_the_first_character_that_fits() -> None:
+    et = plan("abcdef", "xyz")
+    caps = {}
+    for cap in range(60, 200):
+        shown, data = recall(et, cap=cap)
+        if data["lines"]["end"] == 1:
+            caps.setdefault(shown.split("\n")[2], cap)
+    assert list(caps)[:3] == ["…", "a…", "ab…"]  # no room, then one character, then two
+    first = caps["…"]
+    shown, data = recall(et, cap=first - 1)
+    assert data["lines"]["end"] == 0  # a cap one smaller shows none of it
+    assert shown.split("\n")[1] == "[lines 1-0 of 2]"
+
+
+def test_a_page_that_ends_or_begins_inside_a_long_line_says_so() -> None:
+    et = plan("short", "a" * 9000, "end")  # the long line is lines 2-4
+    note = "[lines 2-4 are one line of 9,000 characters, in pieces of 4,000]"
+    for start, count in [(1, 2), (4, 2), (2, 1), (1, 5)]:
+        shown, data = recall(et, start=start, count=count)
+        assert shown.split("\n")[2] == note, (start, count)
+        assert data["pieces"] == [{"start": 2, "end": 4, "chars": 9000}]
+    shown, data = recall(et, start=5, count=1)
+    assert note not in shown
+    assert data["pieces"] == []
+    shown, data = recall(et, start=1, count=1)
+    assert note not in shown
