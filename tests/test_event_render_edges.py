@@ -364,11 +364,16 @@ def test_a_replys_recall_with_long_lines_and_its_calls_stays_within_any_cap(
         ]
 
 
-def test_a_recalls_page_holds_every_line_that_fits() -> None:
+@pytest.mark.parametrize("kind", ["plan", "llm.resp"])
+def test_a_recalls_page_holds_every_line_that_fits(kind: str) -> None:
     rng = random.Random(5)
-    et = plan(*("y" * rng.randint(0, 60) for _ in range(300)), seq=3)
+    text = "\n".join("y" * rng.randint(0, 60) for _ in range(300))
+    calls = [{"id": str(i), "name": "fs-read", "args": {"path": f"f{i}.go"}} for i in range(6)]
+    et = event_text(ev(kind, seq=3, text=text, calls=calls))
+    results = [(c, 100 + i if i % 2 else None) for i, c in enumerate(et.calls)]
     for cap in range(4_000, 9_000):
-        shown, data = recall(et, cap=cap)
+        shown, data = recall(et, cap=cap, results=results)
+        assert len(shown) <= cap, cap
         end = data["lines"]["end"]
         # pages ending at lines 100-299, numbered in as many digits as the event's last line: the
         # room kept for the page's marker and the line saying how to read on is exactly theirs
