@@ -160,6 +160,12 @@ def hit_json(hit: LogHit) -> dict[str, Any]:
 # -- recall --------------------------------------------------------------------------------------
 
 
+def _read_on(seq: int, nxt: int, cap: int, task: str | None) -> str:
+    """The line closing a recall cut at its cap: where to start the next one."""
+    how = f"recall seq {seq} with start {nxt}" + (f" and task {task}" if task else "")
+    return f"[cut at {cap:,} characters: {how} to read on]"
+
+
 def render_recall(
     et: EventText,
     *,
@@ -217,7 +223,11 @@ def render_recall(
     body: list[str] = []
     used = 0
     shown_last = first - 1
-    room_note = 80  # the marker and the line saying how to read on
+    # The room of the marker and of the line saying how to read on, at their longest (a page
+    # ends at `last` at most).
+    room_note = (
+        len(f"[lines {first}-{last} of {total}]") + len(_read_on(et.seq, last, cap, task)) + 2
+    )
     for n in range(first, last + 1):
         line = et.lines[n - 1]
         room = budget - used - room_note
@@ -245,9 +255,7 @@ def render_recall(
         out.append(f"[and {len(shown_pieces) - _PIECE_NOTES} more long lines in pieces]")
     out.extend(body)
     if cut:
-        nxt = shown_last + 1
-        how = f"recall seq {et.seq} with start {nxt}" + (f" and task {task}" if task else "")
-        out.append(f"[cut at {cap:,} characters: {how} to read on]")
+        out.append(_read_on(et.seq, shown_last + 1, cap, task))
     out.extend(tail)
     text = "\n".join(out)
     data: dict[str, Any] = {

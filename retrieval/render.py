@@ -34,13 +34,14 @@ def best_lines(
     A tie goes to the earlier line. Lines that hold none are not shown.
     """
     wanted = set(query_words)
+    # Every ASCII word of a line is a piece of its lowercased text: a line that holds none of the
+    # query's words as text cannot hold them as words, and is not split. Not so for every other
+    # word: "ΑΣ" alone is "ας", but "ΑΣ.ΒΑ" lowercases to "ασ.βα" (a final sigma).
+    ascii = all(w.isascii() for w in wanted)
     scored: list[tuple[int, int, str]] = []
     for num, text in numbered:
         head = text[:4096]
-        low = head.lower()
-        # Every word of a line is a piece of its lowercased text: a line that holds none of the
-        # query's words as text cannot hold them as words, and is not split.
-        if not any(w in low for w in wanted):
+        if ascii and not any(w in head.lower() for w in wanted):
             continue
         hit = len(wanted.intersection(words(head)))
         if hit:

@@ -5,8 +5,10 @@ chunks and words count what the plain rule counts."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -153,3 +155,23 @@ def test_a_file_of_many_words_then_a_small_one_count_right() -> None:
     assert counted(analyze(big)) == plain(big)
     small = "alpha beta alpha\n"
     assert analyze(small).chunk_words(0) == {"alpha": (2, 2), "beta": (1, 1)}
+
+
+def test_records_are_equal_only_when_their_words_and_their_counts_are() -> None:
+    assert analyze("alpha beta\n") == analyze("alpha beta\n")
+    assert analyze("alpha beta\n") != analyze("gamma delta\n")  # the same arrays, other words
+    assert analyze("alpha beta\n") != analyze("alpha alpha beta\n")  # the same words, other counts
+    assert analyze("alpha beta\n") != analyze("alpha beta\n\n")  # and another line
+    record = analyze("alpha beta\n")
+    assert (record == "alpha beta") is False
+    assert (record != 1) is True
+    assert record == mock.ANY  # a comparison with another type is left to the other side
+
+
+def test_a_record_cannot_be_changed() -> None:
+    record = analyze("alpha beta\n")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.vocab = ("gamma",)  # type: ignore[misc]
+    with pytest.raises(ValueError, match="read-only"):
+        record.body[0] = 7
+    assert record.chunk_words(0) == {"alpha": (1, 1), "beta": (1, 1)}

@@ -207,3 +207,75 @@ def test_a_dump_in_groups_of_eight_or_split_by_tabs_and_an_upper_case_data_uri_a
     assert len(spans) == 1
     a, b = spans[0]
     assert upper[a:b] == b"iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"
+
+
+# The byte classes at their edges. A block's randomness counts how often the class (upper case,
+# lower case, digit, other) changes; "+" and "/" are base64 but of no letter or digit class.
+@pytest.mark.parametrize(("edge", "mate"), [("A", "B"), ("Z", "Y"), ("a", "b"), ("z", "y"),
+                                            ("0", "1"), ("9", "8")])  # fmt: skip
+def test_the_first_and_last_letter_or_digit_are_of_their_class(edge: str, mate: str) -> None:
+    others = [c for c in ("Q", "q", "7") if not (c.isupper() == mate.isupper()
+                                                 and c.islower() == mate.islower())]  # fmt: skip
+    # 32 characters of the other two classes (2 changes), then 32 of one class: 2 changes in 64
+    tame = others[0] * 16 + others[1] * 16 + (edge + mate) * 16
+    assert len(tame) == 64
+    assert spans(tame) == []
+    # the same characters by turns with another class: 33 changes, random
+    assert spans(others[0] * 16 + others[1] * 16 + (edge + others[0]) * 16) == [(0, 64)]
+
+
+@pytest.mark.parametrize("sign", ["+", "/"])
+@pytest.mark.parametrize("letter", ["Q", "q", "7"])
+def test_plus_and_slash_are_of_no_letter_or_digit_class(sign: str, letter: str) -> None:
+    # "Q" * 10 ... "7" * 11: all three classes with 2 changes, then a letter and a sign by turns:
+    # 31 changes more, 33 or more in 64 characters: random
+    block = "Q" * 11 + "q" * 11 + "7" * 10 + (letter + sign) * 16
+    assert len(block) == 64
+    assert spans(block) == [(0, 64)]
+    assert spans(block.replace(sign, letter)) == []  # the same without the sign: 2 or 3 changes
+
+
+@pytest.mark.parametrize("edge", ["A", "Z", "a", "z", "0", "9", "+", "/"])
+def test_every_base64_character_makes_a_run_from_its_alphabets_edges(edge: str) -> None:
+    assert spans(edge * 256) == [(0, 256)]
+    assert spans("x" * 128 + edge + "x" * 127) == [(0, 256)]
+
+
+@pytest.mark.parametrize("edge", ["@", "[", "`", "{", ":", "-", ".", "*", ","])
+def test_the_characters_beside_the_alphabet_end_a_run(edge: str) -> None:
+    assert spans("x" * 128 + edge + "x" * 128) == []  # two runs of 128: neither is a blob
+
+
+def test_a_minified_line_may_hold_a_tab_or_a_vertical_tab() -> None:
+    line = _minified(1000, 0, 50)
+    for odd in ("\t", "\x0b", "\r", "\x0c"):
+        text = "head\n" + line[:500] + odd + line[501:] + "\ntail"
+        assert spans(text) == [(5, 1005)], repr(odd)
+
+
+def test_a_wrapped_block_is_measured_without_its_line_breaks() -> None:
+    assert spans("z" * 128 + "\n" + "z" * 127) == []  # 255 characters of base64 and a newline
+    assert spans("z" * 128 + "\n" + "z" * 128) == [(0, 257)]
+    assert spans("z" * 200 + "\r\n  > " + "z" * 55) == []
+    hexes = "0123456789abcdef" * 5
+    assert spans(hexes[:40] + "\n  " + hexes[40:80]) == [(0, 83)]  # 80 hex digits, wrapped
+    assert spans(hexes[:40] + "\n\n" + hexes[40:80]) == []  # two hashes of 40
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "0000 4865 6c6c 6f20 576f 726c 6421  Hello World!",
+        "00000000 7f454c46 02010100 00000000 00000000  .ELF............",
+    ],
+)
+def test_a_hex_dump_line_that_opens_the_text_is_a_blob(line: str) -> None:
+    assert spans(f"{line}\nafter the dump") == [(0, len(line))]
+    assert spans(line) == [(0, len(line))]
+
+
+def test_two_blobs_that_touch_are_one() -> None:
+    # a run's "=" padding ends it; a run straight after it is another run, and one blob with it
+    a, b = random_b64(64, seed=10), random_b64(64, seed=11)
+    assert spans(f"{a}=={b} end") == [(0, 130)]
+    assert spans(f"{a}== {b} end") == [(0, 66), (67, 131)]

@@ -98,6 +98,16 @@ def test_the_same_lines_as_the_plain_rule_with_hidden_lines() -> None:
         assert matched_lines(et, query, n) == best_lines(shown, query, n), (et.lines, query, n)
 
 
+def test_a_word_ending_in_a_final_sigma_is_matched_where_the_line_lowercases_otherwise() -> None:
+    # "ΑΣ" as a word is "ας" (a final sigma), but lowercased inside "ΑΣ.ΒΑ" it is "ασ"
+    et = plan("ΑΣ.ΒΑ", "nothing", "ΣΑΣTest")
+    assert "ας" not in "ΑΣ.ΒΑ".lower()
+    assert matched_lines(et, ["ας"]) == [(1, "ΑΣ.ΒΑ")]
+    assert matched_lines(et, ["σας", "test"]) == [(3, "ΣΑΣTest")]
+    assert matched_lines(et, ["βα"]) == [(1, "ΑΣ.ΒΑ")]
+    assert best_lines([(4, "ΑΣ.ΒΑ")], ["ας"]) == [(4, "ΑΣ.ΒΑ")]  # a repository result's lines
+
+
 # -- results grouped by turn ----------------------------------------------------------------------
 
 
@@ -315,3 +325,86 @@ def test_a_recall_with_pieces_stays_within_its_cap(cap: int) -> None:
     text, data = recall(et, cap=cap)
     assert len(text) <= cap
     assert data["cut"] is True
+
+
+@pytest.mark.parametrize("task", [None, "t-2", "a-task-id-of-forty-characters-0123456789"])
+@pytest.mark.parametrize("seq", [7, 9_876_543_210])
+def test_a_recall_at_any_cap_stays_within_it_and_says_where_to_read_on(
+    task: str | None, seq: int
+) -> None:
+    rng = random.Random(seq)
+    text = "\n".join("y" * rng.randint(0, 120) for _ in range(200))
+    et = event_text(ev("plan", seq=seq, text=text))
+    for cap in range(1_000, 4_000, 7):
+        shown, data = recall(et, cap=cap, task=task)
+        assert len(shown) <= cap, cap
+        end = data["lines"]["end"]
+        assert shown.split("\n")[2 : 2 + end] == list(et.lines[:end])
+        how = f"recall seq {seq} with start {end + 1}" + (f" and task {task}" if task else "")
+        assert shown.split("\n")[-1] == f"[cut at {cap:,} characters: {how} to read on]"
+
+
+@pytest.mark.parametrize(("start", "count"), [(None, None), (3, None), (5, 20)])
+def test_a_replys_recall_with_long_lines_and_its_calls_stays_within_any_cap(
+    start: int | None, count: int | None
+) -> None:
+    rng = random.Random(8)
+    lines = ["z" * 4100 if i % 4 == 0 else "w" * rng.randint(0, 90) for i in range(40)]
+    calls = [{"id": str(i), "name": "fs-read", "args": {"path": f"f{i}.go"}} for i in range(6)]
+    et = event_text(ev("llm.resp", seq=12345, text="\n".join(lines), calls=calls))
+    results = [(c, 100 + i if i % 2 else None) for i, c in enumerate(et.calls)]
+    for cap in range(1_000, 30_000, 13):
+        shown, _ = recall(et, start=start, count=count, cap=cap, results=results, task="t-7")
+        assert len(shown) <= cap, cap
+        assert shown.split("\n")[-6:] == [
+            f"[call {c.text}: its result is seq {s}]"
+            if s
+            else f"[call {c.text}: no result in the log]"
+            for c, s in results
+        ]
+
+
+@pytest.mark.parametrize("kind", ["plan", "llm.resp"])
+def test_a_recalls_page_holds_every_line_that_fits(kind: str) -> None:
+    rng = random.Random(5)
+    text = "\n".join("y" * rng.randint(0, 60) for _ in range(300))
+    calls = [{"id": str(i), "name": "fs-read", "args": {"path": f"f{i}.go"}} for i in range(6)]
+    et = event_text(ev(kind, seq=3, text=text, calls=calls))
+    results = [(c, 100 + i if i % 2 else None) for i, c in enumerate(et.calls)]
+    for cap in range(4_000, 9_000):
+        shown, data = recall(et, cap=cap, results=results)
+        assert len(shown) <= cap, cap
+        end = data["lines"]["end"]
+        # pages ending at lines 100-299, numbered in as many digits as the event's last line: the
+        # room kept for the page's marker and the line saying how to read on is exactly theirs
+        assert 100 <= end < 300
+        # the next line and its newline would pass the cap (all but one character of it is used)
+        assert len(shown) + 1 + len(et.lines[end]) >= cap, cap
+
+
+def test_the_first_line_is_shown_cut_from_the_first_character_that_fits() -> None:
+    et = plan("abcdef", "xyz")
+    caps = {}
+    for cap in range(60, 200):
+        shown, data = recall(et, cap=cap)
+        if data["lines"]["end"] == 1:
+            caps.setdefault(shown.split("\n")[2], cap)
+    assert list(caps)[:3] == ["…", "a…", "ab…"]  # no room, then one character, then two
+    first = caps["…"]
+    shown, data = recall(et, cap=first - 1)
+    assert data["lines"]["end"] == 0  # a cap one smaller shows none of it
+    assert shown.split("\n")[1] == "[lines 1-0 of 2]"
+
+
+def test_a_page_that_ends_or_begins_inside_a_long_line_says_so() -> None:
+    et = plan("short", "a" * 9000, "end")  # the long line is lines 2-4
+    note = "[lines 2-4 are one line of 9,000 characters, in pieces of 4,000]"
+    for start, count in [(1, 2), (4, 2), (2, 1), (1, 5)]:
+        shown, data = recall(et, start=start, count=count)
+        assert shown.split("\n")[2] == note, (start, count)
+        assert data["pieces"] == [{"start": 2, "end": 4, "chars": 9000}]
+    shown, data = recall(et, start=5, count=1)
+    assert note not in shown
+    assert data["pieces"] == []
+    shown, data = recall(et, start=1, count=1)
+    assert note not in shown

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION
+from nodwyn_retrieval.retrieval.event_render import matched_lines
 from nodwyn_retrieval.retrieval.events import (
     CALL_CHARS,
     CALL_WEIGHT,
     CARD_LINE_CHARS,
+    EVENTS_VERSION,
     MAIN,
     NAME_WEIGHT,
     PIECE_CHARS,
@@ -18,6 +21,7 @@ from nodwyn_retrieval.retrieval.events import (
     Card,
     CardMaker,
     agent_of,
+    conversation_terms,
     conversation_words,
     event_counts,
     event_fields,
@@ -293,3 +297,104 @@ def test_seqs_read_as_runs() -> None:
     assert seq_ranges([5, 5, 6]) == "5-6"
     assert seq_ranges([1, 3, 5]) == "1, 3, 5"
     assert seq_ranges([9, 8, 7, 1]) == "1, 7-9"
+
+
+def test_the_version_is_the_events_own_number_and_the_blobs() -> None:
+    assert type(EVENTS_VERSION) is int
+    assert divmod(EVENTS_VERSION, 100) == (2, BLOBS_VERSION)
+
+
+def test_a_call_whose_arguments_are_not_json_reads_as_python_shows_them() -> None:
+    assert Call("1", "run", {1, 2}).text == "run {1, 2}"
+    assert Call("1", "run", {(1, 2): "x"}).text == "run {(1, 2): 'x'}"
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        ev("tool.result", name="fs-read", args={"path": "a.go"}, output="the lantern\nis lit"),
+        ev("compaction", note="the lantern\nis lit"),
+        ev("attachment", name="notes.txt", text="the lantern\nis lit"),
+        ev("plan", text="the lantern\nis lit"),
+        ev("summary", text="the lantern\nis lit"),
+        ev("llm.resp", text="the lantern\nis lit", calls=[{"id": "a", "name": "recall"}]),
+        ev("person.message", text="the lantern\nis lit", attachments=[{"name": "a", "text": "b"}]),
+    ],
+)
+def test_the_body_of_every_kind_is_ranked_and_shown_as_a_match(event: dict[str, Any]) -> None:
+    et = event_text(event)
+    assert et.lines[:2] == ("the lantern", "is lit")
+    assert not {1, 2} & et.hidden
+    counts = event_counts(event) or {}
+    assert counts["lantern"] >= 1
+    assert matched_lines(et, ["lantern"]) == [(1, "the lantern")]
+
+
+def test_a_reply_with_one_call_is_ranked_by_that_call_too() -> None:
+    reply = ev("llm.resp", text="reading", calls=[{"id": "a", "name": "fs-read",
+                                                   "args": {"path": "lantern.go"}}])  # fmt: skip
+    counts = event_counts(reply) or {}
+    assert counts["reading"] == 1
+    assert counts["lantern"] == 1
+    assert event_fields(reply) == [('reading\ncall fs-read {"path": "lantern.go"}', 1)]
+
+
+def test_a_line_of_exactly_4000_characters_beside_a_longer_one_is_one_line() -> None:
+    et = event_text(ev("plan", text="a" * 4000 + "\n" + "b" * 4001))
+    assert et.lines == ("a" * 4000, "b" * 4000, "b")
+    assert et.pieces == ((2, 3, 4001),)
+
+
+def test_a_credential_in_an_attachments_name_is_redacted_and_counted() -> None:
+    att = event_text(ev("attachment", name=f"{CANARY}.txt", text="nothing here"))
+    assert CANARY not in att.title
+    assert att.redacted == 1
+    both = event_text(ev("attachment", name=f"{CANARY}.txt", text=f"token {CANARY}"))
+    assert both.redacted == 2
+
+
+HELD = {"decide", "decided", "decision", "divide", "division", "fail", "failure", "failures",
+        "figure", "figures", "acting", "acts", "absolute", "absorbed"}  # fmt: skip
+
+
+def forms(query: str, **kw: Any) -> list[tuple[str, int, float]]:
+    """The terms a query ranks by, against logs holding the words of HELD."""
+    terms = conversation_terms(query.split(), lambda ws: [w for w in ws if w in HELD], **kw)
+    return [(t.word, t.of, t.weight) for t in terms]
+
+
+def test_a_derivation_relates_the_words_of_two_stems_both_ways() -> None:
+    assert forms("decision") == [("decision", 0, 1.0), ("decide", 0, 0.5), ("decided", 0, 0.5)]
+    assert forms("decide") == [("decide", 0, 1.0), ("decided", 0, 0.5), ("decision", 0, 0.5)]
+    assert forms("divide") == [("divide", 0, 1.0), ("division", 0, 0.5)]
+    assert forms("decision", derivations=False) == [("decision", 0, 1.0)]
+    assert forms("decision fail") == [
+        ("decision", 0, 1.0), ("fail", 1, 1.0), ("decide", 0, 0.5), ("decided", 0, 0.5),
+        ("failure", 1, 0.5), ("failures", 1, 0.5),
+    ]  # fmt: skip
+
+
+def test_a_word_of_four_letters_has_derived_forms_and_one_of_three_none() -> None:
+    assert forms("fail") == [("fail", 0, 1.0), ("failure", 0, 0.5), ("failures", 0, 0.5)]
+    assert forms("fig") == [("fig", 0, 1.0)]  # not "figure": a word under four letters
+
+
+def test_a_stem_that_does_not_end_as_a_derivation_has_no_derived_forms() -> None:
+    assert forms("activate") == [("activate", 0, 1.0)]  # not "acting" nor "acts"
+    assert forms("absorb") == [("absorb", 0, 1.0), ("absorbed", 0, 0.5)]  # not "absolute"
+
+
+def test_a_cards_time_of_16_characters_is_read_and_one_of_15_shown_as_it_is() -> None:
+    at_16 = Card(1, 1, 1, "2026-10-15T09:00", "x", 0, 1).text().split(" · ")[2]
+    assert at_16 == "2026-10-15 09:00"
+    at_15 = Card(1, 1, 1, "2026-10-15T09:0", "x", 0, 1).text().split(" · ")[2]
+    assert at_15 == "2026-10-15T09:0"
+
+
+def test_a_turn_whose_message_is_blank_has_no_line_on_its_card() -> None:
+    maker = CardMaker()
+    maker.add(ev("person.message", seq=1, turn=1, text="  \n\t\n"))
+    maker.add(ev("person.message", seq=2, turn=1, text="later words"))
+    (card,) = maker.cards()
+    assert card.line == ""
+    assert card.text().split(" · ")[3] == "no message from the person"  # not "later words"
