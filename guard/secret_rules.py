@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 __all__ = ["RULES", "Rule", "random_body"]
 
-# A token's left edge: no letter, digit, "_" or "-" runs into it. Its right edge: the body ends.
-_L = r"(?<![A-Za-z0-9_-])"
+# A token's left edge: no letter, digit or "_" runs into it (a dash ends a word, as in
+# deploy-key-ghp_..., which the scanners take too). Its right edge: the body ends.
+_L = r"(?<![A-Za-z0-9_])"
 _R = r"(?![A-Za-z0-9_-])"
 _R_B64 = r"(?![A-Za-z0-9+/=_-])"
 _HEX = "[0-9a-f]"

@@ -333,8 +333,23 @@ def test_a_token_glued_to_a_credential_taken_is_judged_as_after_its_marker() -> 
     once = redact("-----BEGIN" + "PRIVATE KEY-----" + token)
     assert once.text == "[REDACTED:private-key][REDACTED:gitlab-token]"
     assert redact(once.text).text == once.text
-    # Not glued, the left edge is the text's own: a token inside a word is not one.
-    assert redact("x-" + token).count == 0
+    # Not glued, the left edge is the text's own: a token inside a word is not one, and a dash
+    # ends a word (`key-ghp_...`, `--token=glpat-...`, as the scanners read it).
+    for inside in ("x", "x_", "9"):
+        assert redact(inside + token).count == 0, inside
+    for after in ("x-", "key-", "--", "-"):
+        out = redact(after + token)
+        assert out.text == after + "[REDACTED:gitlab-token]", after
+        assert redact(out.text).text == out.text
+
+
+def test_a_provider_token_after_a_dash_is_taken_and_a_word_holding_its_prefix_is_not() -> None:
+    gh = "gh" + "p_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    assert redact(f"deploy-key-{gh}\n").text == "deploy-key-[REDACTED:github-token]\n"
+    # task-... holds the letters of sk-..., but they start inside the word "task"
+    sk = "sk-" + "proj-" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3k"
+    assert redact(sk).kinds == ("openai-key",)
+    assert redact("ta" + sk).count == 0
 
 
 def test_results_are_values_that_cannot_be_changed_after_the_fact() -> None:
