@@ -246,3 +246,43 @@ async def test_a_file_another_session_dropped_by_its_own_denylist_is_read_again_
     # the file it no longer holds is read again.
     assert [h["path"] for h in after.hits] == ["src/b.py"]
     assert after.header["files"] == 2
+
+
+@pytest.mark.asyncio
+async def test_an_edit_to_a_denylisted_file_the_watch_saw_is_not_read_nor_refused(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", {**FILES, "src/.env": "KOALA_MODE=1\n"})
+    engine, events = await session(repo, dirs)
+    async with engine:
+        built = (await engine.index_update()).summary
+        n = len(events)
+        (repo / "src/.env").write_text("KOALA_MODE=2\n")
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'koala'\n")
+        out = await engine.index_search("koala", "repo")
+    assert built["skipped"]["denied"] == 1
+    # The denylist keeps the file out before any read: it is not read, and no read of it is
+    # refused (the index.update record of the search names nothing refused).
+    assert [h["path"] for h in out.hits] == ["src/a.py"]
+    ups = [e for e in events[n:] if e["kind"] == "index.update"]
+    assert [(u["read"], u["refused"]) for u in ups] == [(1, [])]
+    assert not out.header["partial"]
+
+
+@pytest.mark.asyncio
+async def test_an_index_update_that_finds_nothing_changed_is_still_recorded(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        n = len(events)
+        quiet = (await engine.index_update()).summary
+    ups = [e for e in events[n:] if e["kind"] == "index.update"]
+    assert (quiet["files"], quiet["read"], quiet["unchanged"], quiet["saved"]) == (2, 0, 2, True)
+    assert [(u["files"], u["read"], u["unchanged"], u["partial"]) for u in ups] == [
+        (2, 0, 2, False)
+    ]

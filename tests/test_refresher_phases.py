@@ -118,9 +118,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 @pytest.fixture
 def loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A machine with a load of two tasks a core: the refresher's times are doubled."""
-    monkeypatch.setattr(refresher, "cpu_count", lambda: 1)
-    monkeypatch.setattr(os, "getloadavg", lambda: (LOAD, LOAD, LOAD))
+    """A machine of two cores with a load of four: the refresher's times are doubled."""
+    monkeypatch.setattr(refresher, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (2 * LOAD, 2 * LOAD, 2 * LOAD))
 
 
 @pytest.fixture
