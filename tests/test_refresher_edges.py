@@ -286,3 +286,62 @@ async def test_an_index_update_that_finds_nothing_changed_is_still_recorded(
     assert [(u["files"], u["read"], u["unchanged"], u["partial"]) for u in ups] == [
         (2, 0, 2, False)
     ]
+
+
+@pytest.mark.asyncio
+async def test_a_file_gone_or_grown_too_large_between_its_stat_and_its_read(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors.messages import FileStat
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    real_stat = refresher._stat_all
+    after_stat: dict[str, Any] = {}
+
+    def stat_all(root: Path, paths: list[str]) -> list[FileStat | None]:
+        out = real_stat(root, paths)
+        for p in [p for p in paths if p in after_stat]:
+            after_stat.pop(p)(root / p)  # an editor, between the refresh's stat and its read
+        return out
+
+    monkeypatch.setattr(refresher, "_stat_all", stat_all)
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'quokka'\n")
+        after_stat["src/a.py"] = Path.unlink
+        gone = (await engine.index_update()).summary
+        (repo / "src/b.py").write_text("def tamarin():\n    return 'quokka'\n")
+        after_stat["src/b.py"] = lambda p: p.write_text("#" * (1 << 20) + "\n")
+        grown = (await engine.index_update()).summary
+        left = await engine.index_search("tamarin", "repo")
+    # A file gone when it is read is dropped, and not said to be too large.
+    assert (gone["files"], gone["skipped"]["too_large"]) == (1, 0)
+    # A file that grew past 1 MiB before its read is left out as too large.
+    assert (grown["files"], grown["skipped"]["too_large"]) == (0, 1)
+    assert left.hits == []
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_record_made_again_is_counted_as_rebuilt(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+    index = project_dirs(dirs[0], project_key(repo)).index
+    records = sorted(p for p in (index / "chunks").rglob("*") if p.is_file())
+    for snap in (index / "trees").glob("*.snap"):
+        snap.unlink()
+    records[0].write_bytes(b"not a record")
+    engine, events = await session(repo, dirs)
+    async with engine:
+        out = await engine.index_search("pangolin tamarin", "repo")
+    # The new session loads the stored records: one fails to decode, is counted as rebuilt,
+    # and its file is read again.
+    ups = [e for e in events if e["kind"] == "index.update"]
+    assert [(u["read"], u["rebuilt"]) for u in ups] == [(1, 1)]
+    assert sorted(h["path"] for h in out.hits) == sorted(FILES)
