@@ -107,12 +107,19 @@ async def test_a_manifest_that_cannot_be_saved_is_said_and_saved_at_the_next_ref
         failed = (await engine.index_update()).summary
         out = await engine.index_search("tamarin", "repo")
         full = False
+        # The disk has room again: the next refresh writes the manifest, though it is a search
+        # and nothing in the tree changed.
+        quiet = await engine.index_search("pangolin", "repo")
+        written = load_manifest(mpath)
         saved = (await engine.index_update()).summary
     # Only the manifest could not be written: the update says so, the search answers from
     # memory, and the next refresh writes it.
     assert (failed["saved"], failed["files"]) == (False, 2)
     assert "no space left on device" in str(failed["store_error"])
     assert [h["path"] for h in out.hits] == ["src/b.py"]
+    assert [h["path"] for h in quiet.hits] == ["src/a.py"]
+    assert written is not None
+    assert sorted(written.entries) == sorted(FILES)
     assert (saved["saved"], saved["store_error"]) == (True, None)
     m = load_manifest(mpath)
     assert m is not None
