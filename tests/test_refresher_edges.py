@@ -107,12 +107,19 @@ async def test_a_manifest_that_cannot_be_saved_is_said_and_saved_at_the_next_ref
         failed = (await engine.index_update()).summary
         out = await engine.index_search("tamarin", "repo")
         full = False
+        # The disk has room again: the next refresh writes the manifest, though it is a search
+        # and nothing in the tree changed.
+        quiet = await engine.index_search("pangolin", "repo")
+        written = load_manifest(mpath)
         saved = (await engine.index_update()).summary
     # Only the manifest could not be written: the update says so, the search answers from
     # memory, and the next refresh writes it.
     assert (failed["saved"], failed["files"]) == (False, 2)
     assert "no space left on device" in str(failed["store_error"])
     assert [h["path"] for h in out.hits] == ["src/b.py"]
+    assert [h["path"] for h in quiet.hits] == ["src/a.py"]
+    assert written is not None
+    assert sorted(written.entries) == sorted(FILES)
     assert (saved["saved"], saved["store_error"]) == (True, None)
     m = load_manifest(mpath)
     assert m is not None
@@ -246,3 +253,102 @@ async def test_a_file_another_session_dropped_by_its_own_denylist_is_read_again_
     # the file it no longer holds is read again.
     assert [h["path"] for h in after.hits] == ["src/b.py"]
     assert after.header["files"] == 2
+
+
+@pytest.mark.asyncio
+async def test_an_edit_to_a_denylisted_file_the_watch_saw_is_not_read_nor_refused(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    if not refresher.watch_available():  # pragma: no cover - inotify is there on Linux
+        pytest.skip("no watch on this system")
+    repo = make_repo(tmp_path / "repo", {**FILES, "src/.env": "KOALA_MODE=1\n"})
+    engine, events = await session(repo, dirs)
+    async with engine:
+        built = (await engine.index_update()).summary
+        n = len(events)
+        (repo / "src/.env").write_text("KOALA_MODE=2\n")
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'koala'\n")
+        out = await engine.index_search("koala", "repo")
+    assert built["skipped"]["denied"] == 1
+    # The denylist keeps the file out before any read: it is not read, and no read of it is
+    # refused (the index.update record of the search names nothing refused).
+    assert [h["path"] for h in out.hits] == ["src/a.py"]
+    ups = [e for e in events[n:] if e["kind"] == "index.update"]
+    assert [(u["read"], u["refused"]) for u in ups] == [(1, [])]
+    assert not out.header["partial"]
+
+
+@pytest.mark.asyncio
+async def test_an_index_update_that_finds_nothing_changed_is_still_recorded(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        n = len(events)
+        quiet = (await engine.index_update()).summary
+    ups = [e for e in events[n:] if e["kind"] == "index.update"]
+    assert (quiet["files"], quiet["read"], quiet["unchanged"], quiet["saved"]) == (2, 0, 2, True)
+    assert [(u["files"], u["read"], u["unchanged"], u["partial"]) for u in ups] == [
+        (2, 0, 2, False)
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_file_gone_or_grown_too_large_between_its_stat_and_its_read(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors.messages import FileStat
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    real_stat = refresher._stat_all
+    after_stat: dict[str, Any] = {}
+
+    def stat_all(root: Path, paths: list[str]) -> list[FileStat | None]:
+        out = real_stat(root, paths)
+        for p in [p for p in paths if p in after_stat]:
+            after_stat.pop(p)(root / p)  # an editor, between the refresh's stat and its read
+        return out
+
+    monkeypatch.setattr(refresher, "_stat_all", stat_all)
+    engine, _ = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+        (repo / "src/a.py").write_text("def pangolin():\n    return 'quokka'\n")
+        after_stat["src/a.py"] = Path.unlink
+        gone = (await engine.index_update()).summary
+        (repo / "src/b.py").write_text("def tamarin():\n    return 'quokka'\n")
+        after_stat["src/b.py"] = lambda p: p.write_text("#" * (1 << 20) + "\n")
+        grown = (await engine.index_update()).summary
+        left = await engine.index_search("tamarin", "repo")
+    # A file gone when it is read is dropped, and not said to be too large.
+    assert (gone["files"], gone["skipped"]["too_large"]) == (1, 0)
+    # A file that grew past 1 MiB before its read is left out as too large.
+    assert (grown["files"], grown["skipped"]["too_large"]) == (0, 1)
+    assert left.hits == []
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_record_made_again_is_counted_as_rebuilt(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    from nodwyn_retrieval.store.paths import project_dirs, project_key
+
+    repo = make_repo(tmp_path / "repo", FILES)
+    engine, events = await session(repo, dirs)
+    async with engine:
+        await engine.index_update()
+    index = project_dirs(dirs[0], project_key(repo)).index
+    records = sorted(p for p in (index / "chunks").rglob("*") if p.is_file())
+    for snap in (index / "trees").glob("*.snap"):
+        snap.unlink()
+    records[0].write_bytes(b"not a record")
+    engine, events = await session(repo, dirs)
+    async with engine:
+        out = await engine.index_search("pangolin tamarin", "repo")
+    # The new session loads the stored records: one fails to decode, is counted as rebuilt,
+    # and its file is read again.
+    ups = [e for e in events if e["kind"] == "index.update"]
+    assert [(u["read"], u["rebuilt"]) for u in ups] == [(1, 1)]
+    assert sorted(h["path"] for h in out.hits) == sorted(FILES)

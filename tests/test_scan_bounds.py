@@ -462,8 +462,10 @@ async def test_an_update_stopped_while_it_watches_the_directories_goes_on_at_the
     files: dict[str, str | bytes] = {f"d{i}/f.py": body(i, w) for i, w in enumerate(OLD[:6])}
     repo = make_repo(tmp_path / "repo", files)
     real_watch_dirs = _watch.TreeWatch.watch_dirs
+    parts: list[int] = []  # the parts of the directories watched, by call
 
     def watch_dirs(self: Any, part: Any) -> bool:
+        parts[-1] += 1
         if clock.cut:
             clock.offset += 3600.0  # an hour passes while these directories are watched
         return bool(real_watch_dirs(self, part))
@@ -473,8 +475,10 @@ async def test_an_update_stopped_while_it_watches_the_directories_goes_on_at_the
     events: list[dict[str, Any]] = []
     async with await open_engine(repo, dirs, events) as engine:
         clock.stop_next()
+        parts.append(0)
         cut = (await engine.index_update()).summary
         clock.run_on()
+        parts.append(0)
         went_on = (await engine.index_update()).summary
         hits = {w: await found(engine, w) for w in OLD[:6]}
         # The watch holds every directory: an edit is seen by the next search.
@@ -483,6 +487,9 @@ async def test_an_update_stopped_while_it_watches_the_directories_goes_on_at_the
     # Nothing was compared before the stop: every name is said as not looked at yet.
     assert (cut["read"], cut["not_seen"], cut["partial"]) == (0, 6, True)
     assert (went_on["read"], went_on["not_seen"], went_on["partial"]) == (6, 0, False)
+    # Seven directories (the root and d0-d5), two a part: the stopped call watched one part and
+    # no more once its clock said the time was spent; the next watched the other three.
+    assert parts == [1, 3]
     assert hits == {w: [f"d{i}/f.py"] for i, w in enumerate(OLD[:6])}
     assert edited == ["d5/f.py"]
     assert clock.stated.count("d0/f.py") == 1
