@@ -8,8 +8,11 @@ Everything is read back through what a search and a recall read (LogView, MemInd
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+from nodwyn_retrieval.retrieval.events import event_counts
 from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, postings_of, word_key
 
 from tests.support import Log
@@ -176,3 +179,45 @@ def test_past_255_kinds_the_rest_share_the_last_name(tmp_path: Path) -> None:
     assert named[:2] == ["person.message", "custom.kind000"]
     assert named[253] == "custom.kind252"
     assert named[254:] == ["custom.kind253"] * 48  # the 254th kind on: the last name
+
+
+def reference(path: Path) -> dict[int, dict[int, int]]:
+    """Every ranked event's words as event_counts gives them, keyed as a .mem keys them."""
+    out: dict[int, dict[int, int]] = {}
+    d = 0
+    for line in path.read_bytes().splitlines():
+        counts = event_counts(json.loads(line))
+        if counts is None:
+            continue
+        for w, c in counts.items():
+            out.setdefault(word_key(w), {})[d] = c
+        d += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["fooFoo ab_ab", "ab_ab barBar fooFoo"],  # every run two words: the whole and one part
+        ["__ _ ___", "_"],  # runs of no word at all
+        ["plain words", "__ x1y scrubEnv ab_ab"],  # one, none, three and two words a run
+    ],
+    ids=["two words a run", "no word a run", "mixed"],
+)
+def test_runs_of_any_number_of_words_are_counted_as_event_counts_does(
+    tmp_path: Path, texts: list[str]
+) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    for text in texts:
+        lg.add("person.message", text=text)
+    lg.end_turn()
+    with LogView.open(lg.path) as view:
+        assert view.mem is not None
+        assert postings_of(view.mem) == reference(lg.path)
+        lengths = view.mem.lengths().tolist()
+    want = [sum(c.values()) for t in texts if (c := event_counts(message(t))) is not None]
+    assert lengths == want
+
+
+def message(text: str) -> dict[str, object]:
+    return {"seq": 1, "kind": "person.message", "turn": 1, "agent": "main", "text": text}
