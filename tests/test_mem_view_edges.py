@@ -7,13 +7,26 @@ where the ``.mem`` places it after the log changed under it.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodwyn_retrieval.errors import FormatError, NotFound
 from nodwyn_retrieval.retrieval.events import event_counts
-from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, postings_of, word_key
+from nodwyn_retrieval.store.atomic import file_lock
+from nodwyn_retrieval.store.mem import (
+    LOCK_NAME,
+    LogView,
+    MemIndex,
+    mem_path,
+    postings_of,
+    word_key,
+)
 
 from tests.support import Log
 
@@ -193,3 +206,82 @@ def test_an_event_is_read_again_from_where_the_mem_places_it_or_refused(tmp_path
         size = lg.path.stat().st_size
         with pytest.raises(FormatError, match=r"no longer holds seq 6 where its \.mem says"):
             view.read_event(size - 4, n, 6)  # the line would pass the log's end
+
+
+def test_a_log_stat_vouches_for_still_has_the_events_after_its_mem_read(tmp_path: Path) -> None:
+    # Changed over 2 s before the build, the log is trusted by its stat alone at the next search,
+    # which still reads the open turn after what the .mem covers.
+    lg = two_turns(tmp_path / "t.jsonl")
+    lg.add("person.message", text="an open turn about the axolotl")
+    time.sleep(2.2)
+    with LogView.open(lg.path) as view:
+        assert view.wrote
+        assert view.mem is not None
+        assert view.mem.check.unchanged(os.stat(lg.path))
+        covered = view.mem.covered
+    assert covered < lg.path.stat().st_size
+    with LogView.open(lg.path) as view:
+        assert (view.rebuilt, view.wrote) == (None, False)
+        assert [le.event["text"] for le in view.tail] == ["an open turn about the axolotl"]
+        assert view.tail_segment is not None
+        assert view.mem is not None
+        assert view.n_ranked == view.mem.n_docs + 1
+
+
+class _Waiting(logging.Handler):
+    """Set when filelock says a lock it tries is held by another (its debug log)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "not acquired" in record.getMessage():
+            self.seen.set()
+
+
+def test_a_mem_another_writer_wrote_while_this_one_waited_for_the_lock_is_left(
+    tmp_path: Path,
+) -> None:
+    lg = two_turns(tmp_path / "t.jsonl")
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(lg.path, other / "t.jsonl")
+    LogView.open(other / "t.jsonl").close()  # the other writer's .mem, of the same bytes
+    lock = file_lock(tmp_path / LOCK_NAME, timeout=30)
+    got: list[Any] = []
+    waiting = _Waiting()
+    flog = logging.getLogger("filelock")
+    level = flog.level
+    flog.addHandler(waiting)
+    flog.setLevel(logging.DEBUG)
+    try:
+        _race(lock, lg, other, waiting, got)
+    finally:
+        flog.removeHandler(waiting)
+        flog.setLevel(level)
+    assert got == [(False, None, lg.path.stat().st_size)]
+    assert mem_path(lg.path).read_bytes() == mem_path(other / "t.jsonl").read_bytes()
+
+
+def _race(lock: Any, lg: Log, other: Path, waiting: _Waiting, got: list[Any]) -> None:
+    with lock:
+
+        def search() -> None:
+            try:
+                with LogView.open(lg.path) as view:
+                    assert view.mem is not None
+                    got.append((view.wrote, view.rebuilt, view.mem.covered))
+            except BaseException as exc:  # noqa: BLE001  said by the test
+                got.append(exc)
+
+        worker = threading.Thread(target=search)
+        worker.start()
+        assert waiting.seen.wait(30)
+        # The search built its .mem and waits for the lock: the other writer's lands first.
+        shutil.copy(mem_path(other / "t.jsonl"), lg.path.parent / "incoming")
+        os.replace(lg.path.parent / "incoming", mem_path(lg.path))
+        theirs = mem_path(lg.path).stat().st_ino
+    worker.join(30)
+    assert not worker.is_alive()
+    assert mem_path(lg.path).stat().st_ino == theirs
