@@ -21,6 +21,7 @@ from nodwyn_retrieval.store.mem import (
     VERSION,
     LogView,
     MemIndex,
+    build_mem,
     mem_path,
     postings_of,
     word_key,
@@ -477,3 +478,55 @@ def test_a_big_mem_mapped_reads_as_the_same_bytes_read_whole(tmp_path: Path) -> 
     with MemIndex.open(mp) as mapped:
         mapped.close()
         mapped.close()  # closed twice: nothing more
+
+
+# -- the encoder, given a fold a .mem's reading or an extension made ------------------------------
+
+
+class _Base:
+    """What build_mem extends: a fold, as MemIndex.fold gives one."""
+
+    def __init__(self, fold: Any) -> None:
+        self._fold = fold
+        self.skipped = 0
+
+    def fold(self) -> Any:
+        return self._fold
+
+
+def _encoded(good: bytes, change: Any) -> bytes:
+    with MemIndex.from_bytes(good) as mem:
+        fold = mem.fold()
+        check = mem.check
+    change(fold)
+    return build_mem([], check=check, base=_Base(fold)).data  # type: ignore[arg-type]
+
+
+def _read(data: bytes) -> list[Any]:
+    with MemIndex.from_bytes(data) as mem:
+        return [
+            read_fields(mem),
+            postings_of(mem),
+            mem.lengths().tolist(),
+            [c.to_obj() for c in mem.cards()],
+            [mem.postings(w)[1].tolist() for w in ("alpha", "beta", "gamma", "delta", "turn")],
+        ]
+
+
+def test_a_word_without_postings_in_a_fold_leaves_the_vocabulary(good: bytes) -> None:
+    want = _read(good)
+    assert _read(_encoded(good, lambda fold: None)) == want
+
+    def unused(at: int) -> Any:
+        def change(fold: Any) -> None:
+            keys = fold.keys.tolist()
+            lo, hi = (keys[at - 1] if at else 0), keys[at] if at < len(keys) else 2**64 - 1
+            fold.keys = np.array([*keys[:at], (lo + hi) // 2, *keys[at:]], dtype=np.uint64)
+            fold.pair_word = np.where(fold.pair_word >= at, fold.pair_word + 1, fold.pair_word)
+
+        return change
+
+    with MemIndex.from_bytes(good) as mem:
+        n = mem.n_words
+    for at in (0, n // 2, n):
+        assert _read(_encoded(good, unused(at))) == want, at
