@@ -530,3 +530,22 @@ def test_a_word_without_postings_in_a_fold_leaves_the_vocabulary(good: bytes) ->
         n = mem.n_words
     for at in (0, n // 2, n):
         assert _read(_encoded(good, unused(at))) == want, at
+
+
+@pytest.mark.parametrize("n", [65_536, 65_537])
+def test_documents_past_65536_are_stored_four_bytes_wide_and_read_back(
+    tmp_path: Path, n: int
+) -> None:
+    # Document numbers fit two bytes up to 65,536 documents (0 to 65,535); one more takes four.
+    path = tmp_path / "t.jsonl"
+    event = '{{"seq":{},"kind":"person.message","turn":1,"agent":"main","text":"w{} all"}}\n'
+    lines = [event.format(i + 1, i % 7) for i in range(n)]
+    lines.append(f'{{"seq":{n + 1},"kind":"turn.end","turn":1,"agent":"main"}}\n')
+    path.write_text("".join(lines))
+    LogView.open(path).close()
+    with MemIndex.open(mem_path(path)) as mem:
+        assert (mem.n_docs, mem.doc_width) == (n, 2 if n == 65_536 else 4)
+        docs, tfs = mem.postings("all")
+        assert docs.tolist() == list(range(n))
+        assert set(tfs.tolist()) == {1}
+        assert mem.postings("w3")[0].tolist() == list(range(3, n, 7))
