@@ -480,6 +480,31 @@ def test_a_big_mem_mapped_reads_as_the_same_bytes_read_whole(tmp_path: Path) -> 
         mapped.close()  # closed twice: nothing more
 
 
+def test_the_lines_that_are_no_events_are_counted_across_extensions(tmp_path: Path) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("person.message", text="first")
+    with lg.path.open("a") as f:
+        f.write("not an event\n")
+    lg.end_turn()
+    LogView.open(lg.path).close()
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        assert mem.skipped == 1
+    for text in ("second", "third"):
+        lg.add("person.message", text=text)
+        with lg.path.open("a") as f:
+            f.write("[1, 2]\n{}\n")
+        lg.end_turn()
+        with LogView.open(lg.path) as view:
+            assert (view.rebuilt, view.wrote) == (None, True)
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        assert mem.skipped == 5
+        assert mem.n_events == 6
+    mem_path(lg.path).unlink()
+    LogView.open(lg.path).close()
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        assert mem.skipped == 5
+
+
 # -- the encoder, given a fold a .mem's reading or an extension made ------------------------------
 
 
