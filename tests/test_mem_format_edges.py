@@ -505,6 +505,26 @@ def test_the_lines_that_are_no_events_are_counted_across_extensions(tmp_path: Pa
         assert mem.skipped == 5
 
 
+def test_events_are_found_by_any_seq_a_log_may_number_them_with(tmp_path: Path) -> None:
+    # Gaps are allowed: seqs past 128, past 2**32 and the largest that 64 bits hold.
+    seqs = [1, 129, 300, 2**32 + 7, 2**64 - 2, 2**64 - 1]
+    path = tmp_path / "t.jsonl"
+    kinds = ["person.message"] * (len(seqs) - 1) + ["turn.end"]
+    path.write_text(
+        "".join(
+            f'{{"seq":{s},"kind":"{k}","turn":1,"agent":"main","text":"at {s}"}}\n'
+            for s, k in zip(seqs, kinds, strict=True)
+        )
+    )
+    LogView.open(path).close()
+    with MemIndex.open(mem_path(path)) as mem:
+        assert (mem.first_seq, mem.last_seq) == (1, 2**64 - 1)
+        ev = mem.events()
+        assert [ev.find(s) for s in seqs] == list(range(len(seqs)))
+        for s in (0, 2, 128, 130, 2**32, 2**64, 2**70, -1):
+            assert ev.find(s) is None, s
+
+
 # -- the encoder, given a fold a .mem's reading or an extension made ------------------------------
 
 
