@@ -120,6 +120,8 @@ def test_a_file_shorter_than_a_head_is_refused_saying_its_size(tmp_path: Path, g
         with pytest.raises(FormatError, match=rf"^\.mem of {n} bytes is shorter than its head"):
             MemIndex.open(path)
         refused(good[:n], f"of {n} bytes is shorter than its head")
+    # A head and nothing after it: long enough to be read, too short for its sections.
+    refused(good[: AT + HEAD.size], "a section lies outside the file")
 
 
 def test_a_directory_or_a_missing_file_is_no_mem(tmp_path: Path) -> None:
@@ -176,6 +178,7 @@ def test_counts_past_what_the_file_could_hold_are_refused(good: bytes) -> None:
     # As many documents as events, and counts up to the file's size, are only checked further.
     refused(with_head(good, DOCS=f[EVENTS]), "sections are not the lengths their counts say")
     refused(with_head(good, WORDS=size), "sections are not the lengths their counts say")
+    refused(with_head(good, EVENTS=size, DOCS=1), "sections are not the lengths their counts say")
 
 
 @pytest.mark.parametrize("name", [s for s in SECTIONS if s not in ("postings", "names", "cards")])
@@ -475,9 +478,14 @@ def test_a_big_mem_mapped_reads_as_the_same_bytes_read_whole(tmp_path: Path) -> 
         assert postings_of(mapped) == postings_of(whole)
         assert [c.to_obj() for c in mapped.cards()] == [c.to_obj() for c in whole.cards()]
         assert mapped.postings("w7x5")[0].tolist() == [23]
+    maps = Path("/proc/self/maps")
     with MemIndex.open(mp) as mapped:
-        mapped.close()
-        mapped.close()  # closed twice: nothing more
+        assert mapped.n_words > 0
+        if maps.exists():
+            assert str(mp) in maps.read_text()  # mapped, not read
+    if maps.exists():
+        assert str(mp) not in maps.read_text()  # closed: the map is gone
+    mapped.close()  # closed twice: nothing more
 
 
 def test_the_lines_that_are_no_events_are_counted_across_extensions(tmp_path: Path) -> None:
