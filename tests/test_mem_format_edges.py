@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.store import mem_format
 from nodwyn_retrieval.store.codec import HEADER, encode
 from nodwyn_retrieval.store.mem import (
     MAGIC,
@@ -421,6 +422,25 @@ def test_words_are_found_by_key_at_both_ends_of_the_sorted_keys(good: bytes) -> 
         for i in (-1, mem.n_words, 2**40):
             with pytest.raises(FormatError, match=rf"^\.mem has no word {i}: rebuild$"):
                 mem.postings_at(i)
+
+
+@pytest.mark.parametrize("little", [True, False], ids=["little-endian", "big-endian"])
+def test_a_word_is_found_by_its_key_at_both_ends_on_either_byte_order(
+    good: bytes, little: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The keys are stored little-endian: searched as native integers on such a machine, through
+    # numpy on the other; this runs both on this one.
+    monkeypatch.setattr(mem_format, "_LITTLE", little)
+    with MemIndex.from_bytes(good) as mem:
+        stored = sorted(postings_of(mem))
+        want = postings_of(mem)
+        for key in stored:
+            docs, tfs = mem.postings("", key)
+            assert dict(zip(docs.tolist(), tfs.tolist(), strict=True)) == want[key]
+        for key in (0, stored[0] - 1, stored[0] + 1, stored[-1] + 1, 2**64 - 1):
+            assert key not in want
+            assert mem.postings("", key)[0].size == 0, key
+        assert mem.postings("beta")[0].tolist() == [2, 4, 5]
 
 
 def test_a_mem_without_words_finds_none(tmp_path: Path) -> None:
