@@ -443,6 +443,33 @@ def test_a_word_is_found_by_its_key_at_both_ends_on_either_byte_order(
         assert mem.postings("beta")[0].tolist() == [2, 4, 5]
 
 
+def test_a_word_entry_out_of_bounds_is_refused_when_its_postings_are_read(good: bytes) -> None:
+    def entry_refused(data: bytes, i: int, why: str) -> None:
+        with MemIndex.from_bytes(data) as mem:
+            with pytest.raises(FormatError, match=rf"^\.mem {why}: rebuild$"):
+                mem.postings_at(i)
+            with pytest.raises(FormatError):
+                mem.fold()
+
+    width = np.frombuffer(section(good, "width"), dtype="<u1").copy()
+    poff = np.frombuffer(section(good, "poff"), dtype="<u4").copy()
+    last = len(width) - 1
+    for value in (0, 3, 8):
+        bad = width.copy()
+        bad[0] = value
+        entry_refused(
+            with_section(good, "width", bad.tobytes()), 0, "entry of word 0 is out of bounds"
+        )
+    # An empty block, one running back, one past the postings.
+    cases = ((1, poff[2], 1), (1, poff[2] + 1, 1), (1, 10**6, 0), (last, 0, last - 1))
+    for i, value, word in cases:
+        bad = poff.copy()
+        bad[i] = value
+        data = with_section(good, "poff", bad.tobytes())
+        entry_refused(data, word, f"entry of word {word} is out of bounds")
+    assert last > 2
+
+
 def test_a_mem_without_words_finds_none(tmp_path: Path) -> None:
     lg = Log(tmp_path / "t.jsonl")
     lg.add("plan", text="")
