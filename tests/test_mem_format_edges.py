@@ -649,3 +649,70 @@ def test_documents_past_65536_are_stored_four_bytes_wide_and_read_back(
         assert docs.tolist() == list(range(n))
         assert set(tfs.tolist()) == {1}
         assert mem.postings("w3")[0].tolist() == list(range(3, n, 7))
+
+
+def _forged(data: bytes, word: str, docs: list[int], tfs: list[int]) -> bytes:
+    """data with ``word``'s block holding other documents and frequencies of the same widths, and
+    its check made right for them (the module's own check), as a crafted file would have them."""
+    with MemIndex.from_bytes(data) as mem:
+        i = int(mem.find_keys(word_keys([word]))[0])
+        dw = mem.doc_width
+    poff = np.frombuffer(section(data, "poff"), dtype="<u4")
+    width = int(section(data, "width")[i])
+    pa, pb = int(poff[i]), int(poff[i + 1])
+    assert (pb - pa) == len(docs) * (dw + width)
+    block = np.asarray(docs, dtype=f"<u{dw}").tobytes() + np.asarray(tfs, f"<u{width}").tobytes()
+    post = bytearray(section(data, "postings"))
+    post[pa:pb] = block
+    check = mem_format._block_check(np.asarray(docs), np.asarray(tfs), width, pb - pa)
+    bcheck = np.frombuffer(section(data, "bcheck"), dtype="<u2").copy()
+    bcheck[i] = check
+    out = with_section(data, "postings", bytes(post))
+    return with_section(out, "bcheck", bcheck.tobytes())
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A .mem with a word in 60 events ("all"), said 70,000 times in one (four-byte frequencies),
+    and a word in 3 ("few")."""
+    lg = Log(tmp_path_factory.mktemp("wide") / "t.jsonl")
+    lg.add("person.message", text="all few " + "all " * 70_000)
+    for i in range(59):
+        lg.add("person.message", text="all" + (" few" if i < 2 else ""))
+    lg.end_turn()
+    LogView.open(lg.path).close()
+    return mem_path(lg.path).read_bytes()
+
+
+def test_a_posting_out_of_range_with_its_check_right_is_refused(good: bytes, wide: bytes) -> None:
+    def out_of_range(data: bytes, word: str) -> None:
+        with MemIndex.from_bytes(data) as mem:
+            with pytest.raises(FormatError, match=r"^\.mem posting is out of range: rebuild$"):
+                mem.postings(word)
+            with pytest.raises(FormatError):
+                mem.fold()
+
+    def read(data: bytes, word: str) -> tuple[list[int], list[int]]:
+        with MemIndex.from_bytes(data) as mem:
+            docs, tfs = mem.postings(word)
+            return docs.tolist(), tfs.tolist()
+
+    for data, word in ((good, "beta"), (wide, "few"), (wide, "all")):
+        docs, tfs = read(data, word)
+        with MemIndex.from_bytes(data) as mem:
+            n_docs = mem.n_docs
+        assert len(docs) in (3, 60)  # a block read as integers, and one read with numpy
+        # The same block forged again reads the same; its last document the last there is, too.
+        assert read(_forged(data, word, docs, tfs), word) == (docs, tfs)
+        last = [*docs[:-1], n_docs - 1]
+        assert read(_forged(data, word, last, tfs), word) == (last, tfs)
+        # One past the last document, or far past it: refused.
+        for doc in (n_docs, 2**16 - 1):
+            out_of_range(_forged(data, word, [*docs[:-1], doc], tfs), word)
+    # A four-byte frequency past 2**31-1, in a block read with numpy.
+    docs, tfs = read(wide, "all")
+    top = max(tfs)
+    assert top > 65_535  # four bytes wide
+    big = [2**31 - 1 if t == top else t for t in tfs]
+    assert read(_forged(wide, "all", docs, big), "all") == (docs, big)
+    out_of_range(_forged(wide, "all", docs, [2**31 if t == top else t for t in tfs]), "all")
