@@ -91,7 +91,12 @@ def refused(data: bytes, why: str) -> None:
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    lg = Log(tmp_path_factory.mktemp("mem") / "t.jsonl")
+    return good_mem(tmp_path_factory.mktemp("mem"))
+
+
+def good_mem(directory: Path) -> bytes:
+    """A small .mem: two turns, 8 events, 6 ranked, a word said 300 times."""
+    lg = Log(directory / "t.jsonl")
     lg.add("person.message", text="alpha question")
     lg.result("alpha " * 300 + "beta gamma", path="a.py")
     lg.result("beta delta", path="b.py")
@@ -673,9 +678,13 @@ def _forged(data: bytes, word: str, docs: list[int], tfs: list[int]) -> bytes:
 
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return wide_mem(tmp_path_factory.mktemp("wide"))
+
+
+def wide_mem(directory: Path) -> bytes:
     """A .mem with a word in 60 events ("all"), said 70,000 times in one (four-byte frequencies),
     and a word in 3 ("few")."""
-    lg = Log(tmp_path_factory.mktemp("wide") / "t.jsonl")
+    lg = Log(directory / "t.jsonl")
     lg.add("person.message", text="all few " + "all " * 70_000)
     for i in range(59):
         lg.add("person.message", text="all" + (" few" if i < 2 else ""))
