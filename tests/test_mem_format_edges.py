@@ -128,6 +128,10 @@ def test_a_file_shorter_than_a_head_is_refused_saying_its_size(tmp_path: Path, g
         refused(good[:n], f"of {n} bytes is shorter than its head")
     # A head and nothing after it: long enough to be read, too short for its sections.
     refused(good[: AT + HEAD.size], "a section lies outside the file")
+    path = tmp_path / "head.mem"
+    path.write_bytes(good[: AT + HEAD.size])
+    with pytest.raises(FormatError, match=r"^\.mem a section lies outside the file: rebuild$"):
+        MemIndex.open(path)
 
 
 def test_a_directory_or_a_missing_file_is_no_mem(tmp_path: Path) -> None:
