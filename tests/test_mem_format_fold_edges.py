@@ -6,11 +6,14 @@ own error though the sections' CRCs are right; and a good one folded back to wha
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
-from nodwyn_retrieval.store.mem import MemIndex, postings_of
+from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, postings_of
 
+from tests.support import Log
 from tests.test_mem_format_edges import _forged, good_mem, section, wide_mem, with_section
 
 
@@ -107,3 +110,27 @@ def test_postings_not_matching_their_checks_are_refused_by_the_fold(good: bytes)
         bad = bcheck.copy()
         bad[i] ^= 1
         fold_refused(with_section(good, "bcheck", bad.tobytes()), "postings fail their checks")
+
+
+def test_a_frequency_of_2_to_the_31_minus_1_is_folded_and_one_more_refused(wide: bytes) -> None:
+    with MemIndex.from_bytes(wide) as mem:
+        docs, tfs = (a.tolist() for a in mem.postings("all"))
+    top = max(tfs)
+    at_most = _forged(wide, "all", docs, [2**31 - 1 if t == top else t for t in tfs])
+    with MemIndex.from_bytes(at_most) as mem:
+        assert int(mem.fold().pair_tf.max()) == 2**31 - 1
+    past = _forged(wide, "all", docs, [2**31 if t == top else t for t in tfs])
+    fold_refused(past, "posting names a document past the end")
+
+
+def test_a_mem_matches_the_log_it_was_built_from_and_not_one_rewritten(tmp_path: Path) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("person.message", text="the binding rejects localhost")
+    lg.end_turn()
+    LogView.open(lg.path).close()
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        with lg.path.open("rb") as f:
+            assert mem.matches(f) is True
+        lg.path.write_bytes(lg.path.read_bytes().replace(b"localhost", b"remotehst"))
+        with lg.path.open("rb") as f:
+            assert mem.matches(f) is False
