@@ -17,8 +17,24 @@ def plain(keys: list[int], values: list[int]) -> tuple[list[int], list[int]]:
 
 @pytest.mark.parametrize(
     ("key_top", "value_top"),
-    [(50, 9), (2**32 - 1, 2**31 - 1), (2**32, 5), (7, 2**31), (2**40, 2**33)],
-    ids=["small", "at the bounds", "a key past 32 bits", "a value past 31 bits", "both past"],
+    [
+        (50, 9),
+        (2**32 - 1, 2**31 - 1),
+        (2**32, 5),
+        (2**40, 9),
+        (7, 2**31),
+        (7, 2**33),
+        (2**40, 2**33),
+    ],
+    ids=[
+        "small",
+        "at the bounds",
+        "a key past 32 bits",
+        "a key far past 32 bits",
+        "a value past 31 bits",
+        "a value far past 31 bits",
+        "both past",
+    ],
 )
 def test_repeats_add_up_whichever_way_they_are_sorted(key_top: int, value_top: int) -> None:
     rng = np.random.default_rng(7)
