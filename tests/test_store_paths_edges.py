@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from nodwyn_retrieval.errors import BadInput
-from nodwyn_retrieval.store.paths import git_repo, git_toplevel, project_key
+from nodwyn_retrieval.store.paths import git_repo, git_toplevel, project_dirs, project_key
 
 from tests.support import git, make_repo
 
@@ -124,3 +124,18 @@ def test_a_copy_of_a_worktrees_git_file_elsewhere_is_refused(tmp_path: Path) -> 
     with pytest.raises(BadInput, match=REFUSED):
         git_toplevel(copy)
     assert git_toplevel(wt) == real(wt)
+
+
+def test_a_repository_found_and_a_projects_folders_cannot_be_pointed_elsewhere(
+    tmp_path: Path,
+) -> None:
+    # What git agreed to is what every later git call names: no caller moves it afterwards.
+    repo = git_repo(make_repo(tmp_path / "r", {"a.py": "x = 1\n"}))
+    assert repo is not None
+    with pytest.raises(AttributeError):
+        repo.git_dir = tmp_path / "elsewhere" / ".git"  # type: ignore[misc]
+    dirs = project_dirs(tmp_path / "data", "r-0123456789ab")
+    with pytest.raises(AttributeError):
+        dirs.chunks = tmp_path / "elsewhere"  # type: ignore[misc]
+    assert repo.git_dir == real(tmp_path / "r" / ".git")
+    assert dirs.chunks == tmp_path / "data" / "projects" / "r-0123456789ab" / "index" / "chunks"
