@@ -535,3 +535,53 @@ def test_only_a_text_block_gives_a_replys_text() -> None:
     )
     events, _ = events_of(CLAUDE, data)
     assert [(e["kind"], e["text"]) for e in events[1:]] == [("thinking", "t"), ("llm.resp", "said")]
+
+
+def test_a_line_read_again_without_a_mem_is_its_event() -> None:
+    # No .mem yet (a transcript not indexed): the line is read as itself, its call not looked for.
+    line = json.dumps(item(type="function_call_output", call_id="c1", output="r1")).encode()
+    reads: list[tuple[int, int]] = []
+
+    def read(offset: int, length: int) -> bytes:
+        reads.append((offset, length))
+        return b""
+
+    got = CODEX.line_event(line, 4, None, read)
+    assert got is not None
+    assert (got["seq"], got["turn"], got["kind"]) == (4, 0, "tool.result")
+    assert (got["output"], got["name"], got["args"]) == ("r1", "", None)
+    assert reads == []
+    assert CODEX.line_event(b"", 5, None) == {
+        "seq": 5, "ts": "", "kind": "turn.end", "turn": 0, "agent": "main"
+    }  # fmt: skip
+
+
+def read_alone(view: LogView, kind: str) -> list[dict[str, Any]]:
+    mem = view.mem
+    assert mem is not None
+    ev = mem.events()
+    kinds = [mem.kinds[k] for k in ev.kind.tolist()]
+    return [
+        view.read_event(int(ev.off[i]), int(ev.length[i]), int(ev.seq[i]))
+        for i, k in enumerate(kinds)
+        if k == kind
+    ]
+
+
+def test_a_result_read_again_takes_the_call_made_before_it_not_after(placed: Path) -> None:
+    # An id used again later in the turn: the result's call is the one that came before it,
+    # read in a pass or read again alone.
+    data = jl(
+        cl("user", "first"),
+        cl("assistant", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": 1}}]),
+        cl("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "out"}]),
+        cl("assistant", [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"q": 2}}]),
+        cl("user", "second"),
+        cl("user", "third"),
+    )
+    placed.write_bytes(data)
+    in_a_pass = [e for e in events_of(CLAUDE, data)[0] if e["kind"] == "tool.result"]
+    assert [(e["name"], e["args"]) for e in in_a_pass] == [("Read", {"p": 1})]
+    with LogView.open(placed) as view:
+        alone = read_alone(view, "tool.result")
+    assert [(e["output"], e["name"], e["args"]) for e in alone] == [("out", "Read", {"p": 1})]
