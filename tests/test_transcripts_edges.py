@@ -585,3 +585,21 @@ def test_a_result_read_again_takes_the_call_made_before_it_not_after(placed: Pat
     with LogView.open(placed) as view:
         alone = read_alone(view, "tool.result")
     assert [(e["output"], e["name"], e["args"]) for e in alone] == [("out", "Read", {"p": 1})]
+
+
+def test_a_result_with_an_empty_call_id_names_no_call(placed: Path) -> None:
+    # An empty id names nothing: not the call of a reply whose id is empty too, in a pass or
+    # read again alone.
+    data = jl(
+        cl("user", "first"),
+        cl("assistant", [{"type": "tool_use", "id": "", "name": "Read", "input": {"p": 1}}]),
+        cl("user", [{"type": "tool_result", "tool_use_id": "", "content": "out"}]),
+        cl("user", "second"),
+        cl("user", "third"),
+    )
+    placed.write_bytes(data)
+    in_a_pass = [e for e in events_of(CLAUDE, data)[0] if e["kind"] == "tool.result"]
+    assert [(e["output"], e["name"], e["args"]) for e in in_a_pass] == [("out", "", None)]
+    with LogView.open(placed) as view:
+        alone = read_alone(view, "tool.result")
+    assert [(e["output"], e["name"], e["args"]) for e in alone] == [("out", "", None)]
