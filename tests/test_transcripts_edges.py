@@ -266,6 +266,16 @@ def test_a_codex_output_gives_its_text_and_whether_it_failed(
     assert (events[0]["output"], events[0]["error"]) == (text, error)
 
 
+def test_a_codex_calls_arguments_given_as_an_object_or_a_list_are_kept() -> None:
+    data = jl(
+        item(type="function_call", name="shell", arguments={"cmd": ["ls"]}, call_id="c1"),
+        item(type="function_call", name="shell", arguments=["pwd"], call_id="c2"),
+        item(type="function_call", name="shell", call_id="c3"),
+    )
+    events, _ = events_of(CODEX, data)
+    assert [e["calls"][0]["args"] for e in events] == [{"cmd": ["ls"]}, ["pwd"], None]
+
+
 def test_codex_line_cwd() -> None:
     assert codex_cwd(json.dumps(cx("session_meta", {"cwd": "/w"})).encode()) == "/w"
     assert codex_cwd(json.dumps(cx("turn_context", {"cwd": "/t"})).encode()) == "/t"
@@ -603,3 +613,41 @@ def test_a_result_with_an_empty_call_id_names_no_call(placed: Path) -> None:
     with LogView.open(placed) as view:
         alone = read_alone(view, "tool.result")
     assert [(e["output"], e["name"], e["args"]) for e in alone] == [("out", "", None)]
+
+
+def test_a_session_too_new_to_say_where_it_ran_is_found_once_it_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    root = tmp_path / "work"
+    root.mkdir()
+    p = tmp_path / "claude" / "projects" / "d" / "s.jsonl"
+    p.parent.mkdir(parents=True)
+    p.write_bytes(jl({"type": "summary"}) + b'{"type": "user", "cwd"')  # its cwd not written yet
+    assert find_sessions(root) == []
+    with p.open("ab") as f:
+        f.write(f': "{root}"}}\n'.encode())
+    assert [s.path for s in find_sessions(root)] == [p]
+
+
+def test_a_link_in_an_agents_folders_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    root = tmp_path / "work"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "s.jsonl").write_bytes(jl({"cwd": str(root), "type": "user"}))
+    (elsewhere / "rollout-9.jsonl").write_bytes(jl(cx("session_meta", {"cwd": str(root)})))
+    (tmp_path / "claude" / "projects").mkdir(parents=True)
+    (tmp_path / "claude" / "projects" / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (tmp_path / "codex" / "sessions" / "2026").mkdir(parents=True)
+    (tmp_path / "codex" / "sessions" / "2026" / "10").symlink_to(elsewhere)
+    assert find_sessions(root) == []
+    real = tmp_path / "claude" / "projects" / "d" / "s.jsonl"
+    real.parent.mkdir()
+    real.write_bytes((elsewhere / "s.jsonl").read_bytes())
+    assert [s.path for s in find_sessions(root)] == [real]
