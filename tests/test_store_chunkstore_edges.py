@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.store.chunkstore import MAGIC, VERSION, ChunkStore
+from nodwyn_retrieval.store.chunkstore import MAGIC, VERSION, ChunkStore, read_record
 from nodwyn_retrieval.store.codec import encode
 
 TEXT = "def bind(host):\n    return host != 'localhost'\n"
@@ -171,3 +171,47 @@ def test_a_record_with_a_field_more_is_rebuilt(tmp_path: Path) -> None:
     store.path(key).parent.mkdir(parents=True, exist_ok=True)
     store.path(key).write_bytes(encode(MAGIC, VERSION, {"key": key, "record": record}))
     assert store.get(key) == analyze(TEXT)  # the same record without it is read
+
+
+def test_a_temporary_file_that_is_a_dangling_link_is_swept_by_its_own_age(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    stray = store.path(key).parent / f".{key}.ck.3.tmp"
+    stray.symlink_to(tmp_path / "gone")
+    long_ago = time.time() - 7200
+    os.utime(stray, (long_ago, long_ago), follow_symlinks=False)
+    assert store.remove_stale_temp(older_than=3600) == 1
+    assert not stray.is_symlink()
+    assert store.get(key) == analyze(TEXT)
+
+
+def _stored(store: ChunkStore, key: str, record: object, widths: bytes) -> None:
+    store.path(key).parent.mkdir(parents=True, exist_ok=True)
+    obj = {"key": key, "record": record, "widths": widths}
+    store.path(key).write_bytes(encode(MAGIC, VERSION, obj))
+
+
+def test_a_narrow_record_with_an_array_that_is_not_bytes_is_rebuilt(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    for bad in (None, 7, "abcd"):
+        record = analyze(TEXT).to_obj()
+        record["starts"] = bad
+        _stored(store, key, record, b"\x01" * 6)
+        with pytest.raises(FormatError, match=r"^file record: starts is bytes, got "):
+            read_record(store.path(key).read_bytes(), key)
+        assert store.get(key) is None
+    assert store.stats.rebuilt == 3
+    assert not store.exists(key)
+
+
+def test_a_narrow_record_that_is_not_a_map_says_what_it_is(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    for bad, name in (([1, 2], "list"), ("text", "str"), (3, "int")):
+        _stored(store, key, bad, b"\x01" * 6)
+        with pytest.raises(FormatError, match=rf"a file record is a map, got {name}\b"):
+            read_record(store.path(key).read_bytes(), key)
+        assert store.get(key) is None
+    assert store.stats.rebuilt == 3

@@ -266,6 +266,16 @@ def test_a_codex_output_gives_its_text_and_whether_it_failed(
     assert (events[0]["output"], events[0]["error"]) == (text, error)
 
 
+def test_a_codex_calls_arguments_given_as_an_object_or_a_list_are_kept() -> None:
+    data = jl(
+        item(type="function_call", name="shell", arguments={"cmd": ["ls"]}, call_id="c1"),
+        item(type="function_call", name="shell", arguments=["pwd"], call_id="c2"),
+        item(type="function_call", name="shell", call_id="c3"),
+    )
+    events, _ = events_of(CODEX, data)
+    assert [e["calls"][0]["args"] for e in events] == [{"cmd": ["ls"]}, ["pwd"], None]
+
+
 def test_codex_line_cwd() -> None:
     assert codex_cwd(json.dumps(cx("session_meta", {"cwd": "/w"})).encode()) == "/w"
     assert codex_cwd(json.dumps(cx("turn_context", {"cwd": "/t"})).encode()) == "/t"
@@ -535,3 +545,109 @@ def test_only_a_text_block_gives_a_replys_text() -> None:
     )
     events, _ = events_of(CLAUDE, data)
     assert [(e["kind"], e["text"]) for e in events[1:]] == [("thinking", "t"), ("llm.resp", "said")]
+
+
+def test_a_line_read_again_without_a_mem_is_its_event() -> None:
+    # No .mem yet (a transcript not indexed): the line is read as itself, its call not looked for.
+    line = json.dumps(item(type="function_call_output", call_id="c1", output="r1")).encode()
+    reads: list[tuple[int, int]] = []
+
+    def read(offset: int, length: int) -> bytes:
+        reads.append((offset, length))
+        return b""
+
+    got = CODEX.line_event(line, 4, None, read)
+    assert got is not None
+    assert (got["seq"], got["turn"], got["kind"]) == (4, 0, "tool.result")
+    assert (got["output"], got["name"], got["args"]) == ("r1", "", None)
+    assert reads == []
+    assert CODEX.line_event(b"", 5, None) == {
+        "seq": 5, "ts": "", "kind": "turn.end", "turn": 0, "agent": "main"
+    }  # fmt: skip
+
+
+def read_alone(view: LogView, kind: str) -> list[dict[str, Any]]:
+    mem = view.mem
+    assert mem is not None
+    ev = mem.events()
+    kinds = [mem.kinds[k] for k in ev.kind.tolist()]
+    return [
+        view.read_event(int(ev.off[i]), int(ev.length[i]), int(ev.seq[i]))
+        for i, k in enumerate(kinds)
+        if k == kind
+    ]
+
+
+def test_a_result_read_again_takes_the_call_made_before_it_not_after(placed: Path) -> None:
+    # An id used again later in the turn: the result's call is the one that came before it,
+    # read in a pass or read again alone.
+    data = jl(
+        cl("user", "first"),
+        cl("assistant", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": 1}}]),
+        cl("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "out"}]),
+        cl("assistant", [{"type": "tool_use", "id": "t1", "name": "Grep", "input": {"q": 2}}]),
+        cl("user", "second"),
+        cl("user", "third"),
+    )
+    placed.write_bytes(data)
+    in_a_pass = [e for e in events_of(CLAUDE, data)[0] if e["kind"] == "tool.result"]
+    assert [(e["name"], e["args"]) for e in in_a_pass] == [("Read", {"p": 1})]
+    with LogView.open(placed) as view:
+        alone = read_alone(view, "tool.result")
+    assert [(e["output"], e["name"], e["args"]) for e in alone] == [("out", "Read", {"p": 1})]
+
+
+def test_a_result_with_an_empty_call_id_names_no_call(placed: Path) -> None:
+    # An empty id names nothing: not the call of a reply whose id is empty too, in a pass or
+    # read again alone.
+    data = jl(
+        cl("user", "first"),
+        cl("assistant", [{"type": "tool_use", "id": "", "name": "Read", "input": {"p": 1}}]),
+        cl("user", [{"type": "tool_result", "tool_use_id": "", "content": "out"}]),
+        cl("user", "second"),
+        cl("user", "third"),
+    )
+    placed.write_bytes(data)
+    in_a_pass = [e for e in events_of(CLAUDE, data)[0] if e["kind"] == "tool.result"]
+    assert [(e["output"], e["name"], e["args"]) for e in in_a_pass] == [("out", "", None)]
+    with LogView.open(placed) as view:
+        alone = read_alone(view, "tool.result")
+    assert [(e["output"], e["name"], e["args"]) for e in alone] == [("out", "", None)]
+
+
+def test_a_session_too_new_to_say_where_it_ran_is_found_once_it_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    root = tmp_path / "work"
+    root.mkdir()
+    p = tmp_path / "claude" / "projects" / "d" / "s.jsonl"
+    p.parent.mkdir(parents=True)
+    p.write_bytes(jl({"type": "summary"}) + b'{"type": "user", "cwd"')  # its cwd not written yet
+    assert find_sessions(root) == []
+    with p.open("ab") as f:
+        f.write(f': "{root}"}}\n'.encode())
+    assert [s.path for s in find_sessions(root)] == [p]
+
+
+def test_a_link_in_an_agents_folders_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    root = tmp_path / "work"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "s.jsonl").write_bytes(jl({"cwd": str(root), "type": "user"}))
+    (elsewhere / "rollout-9.jsonl").write_bytes(jl(cx("session_meta", {"cwd": str(root)})))
+    (tmp_path / "claude" / "projects").mkdir(parents=True)
+    (tmp_path / "claude" / "projects" / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (tmp_path / "codex" / "sessions" / "2026").mkdir(parents=True)
+    (tmp_path / "codex" / "sessions" / "2026" / "10").symlink_to(elsewhere)
+    assert find_sessions(root) == []
+    real = tmp_path / "claude" / "projects" / "d" / "s.jsonl"
+    real.parent.mkdir()
+    real.write_bytes((elsewhere / "s.jsonl").read_bytes())
+    assert [s.path for s in find_sessions(root)] == [real]

@@ -139,7 +139,8 @@ class TranscriptReader:
             event = {"seq": seq, "turn": turn, **event}
             if event["kind"] == "llm.resp":
                 for c in event.get("calls", ()):
-                    calls[c["id"]] = (c["name"], c["args"])
+                    if c["id"]:  # an empty id names no call, as when a result is read alone
+                        calls[c["id"]] = (c["name"], c["args"])
             elif event["kind"] == "tool.result" and event.get("call_id") in calls:
                 event["name"], event["args"] = calls[event["call_id"]]
             events.append(LoggedEvent(event, base + pos, nl - pos))
