@@ -75,6 +75,7 @@ TESTS: dict[str, list[str]] = {
     "guard/denylist.py": ["test_denylist_globs.py", "test_denylist_defaults.py", "test_guard.py"],
     "guard/guard.py": ["test_guard_edges.py", "test_guard.py", "test_denylist_defaults.py"],
     "guard/redact.py": ["test_redact_edges.py", "test_redact.py", "test_redact_shapes.py"],
+    "guard/kubernetes.py": ["test_redact_edges.py", "test_redact.py", "test_redact_shapes.py"],
     "guard/secret_rules.py": ["test_secret_edges.py", "test_redact_shapes.py", "test_redact.py"],
     "guard/secret_values.py": ["test_secret_edges.py", "test_redact.py", "test_redact_edges.py"],
     "store/atomic.py": [
@@ -100,15 +101,39 @@ TESTS: dict[str, list[str]] = {
         "test_refresher.py",
     ],
     "store/mem.py": [
+        "test_mem_view_edges.py",
         "test_mem_edges.py",
         "test_mem.py",
         "test_seq_edges.py",
         "test_conversation.py",
     ],
-    "store/mem_fold.py": ["test_mem_edges.py", "test_mem.py"],
-    "store/mem_format.py": ["test_mem_edges.py", "test_mem.py", "test_seq_edges.py"],
-    "store/mem_log.py": ["test_mem_edges.py", "test_mem.py", "test_seq_edges.py"],
-    "store/paths.py": ["test_store_paths.py", "test_listing.py"],
+    "store/mem_fold.py": [
+        "test_mem_fold_edges.py",
+        "test_mem_sums.py",
+        "test_mem_edges.py",
+        "test_mem.py",
+    ],
+    "store/mem_format.py": [
+        "test_mem_format_edges.py",
+        "test_mem_format_fold_edges.py",
+        "test_mem_edges.py",
+        "test_mem.py",
+        "test_seq_edges.py",
+    ],
+    "store/mem_log.py": [
+        "test_mem_log_edges.py",
+        "test_mem_edges.py",
+        "test_mem.py",
+        "test_seq_edges.py",
+    ],
+    "store/paths.py": ["test_store_paths_edges.py", "test_store_paths.py", "test_listing.py"],
+    "store/transcripts/__init__.py": [
+        "test_transcripts_edges.py",
+        "test_transcripts.py",
+        "test_mem.py",
+        "test_conversation_forms.py",
+        "test_conversation.py",
+    ],
     "store/transcripts/_base.py": ["test_transcripts_edges.py", "test_transcripts.py"],
     "store/transcripts/claude.py": ["test_transcripts_edges.py", "test_transcripts.py"],
     "store/transcripts/codex.py": ["test_transcripts_edges.py", "test_transcripts.py"],
@@ -118,7 +143,21 @@ TESTS: dict[str, list[str]] = {
         "test_refresher.py",
         "test_refresher_sessions.py",
         "test_refresher_edges.py",
+        "test_refresher_phases.py",
         "test_adr_numbers.py",
+        "test_scan_bounds.py",
+    ],
+    "actors/_fastpath.py": ["test_fastpath.py"],
+    "actors/_listing.py": [
+        "test_listing.py",
+        "test_scan_bounds.py",
+        "test_hostile_clone.py",
+        "test_refresher.py",
+    ],
+    "actors/_watch.py": [
+        "test_refresher.py",
+        "test_refresher_edges.py",
+        "test_listing.py",
         "test_scan_bounds.py",
     ],
     "actors/indexer.py": [
@@ -131,8 +170,13 @@ TESTS: dict[str, list[str]] = {
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store", "store/transcripts")
             for p in (ROOT / d).glob("*.py") if p.name != "__init__.py"),
+    "store/transcripts/__init__.py",
     "actors/refresher.py",
+    "actors/_fastpath.py",
+    "actors/_listing.py",
+    "actors/_watch.py",
     "actors/indexer.py",
+    "actors/_work.py",
 ]  # fmt: skip
 
 
