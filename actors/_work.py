@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +26,13 @@ __all__ = [
     "BINARY_SNIFF",
     "MAX_FILE_BYTES",
     "Analyzed",
+    "Contention",
     "analyze_batch",
     "analyze_blob",
     "analyze_packed",
+    "cpu_seconds",
     "is_binary",
+    "sched_times",
 ]
 
 MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
@@ -145,3 +150,72 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def sched_times() -> tuple[int, int] | None:
+    """Nanoseconds this process's threads have run on a CPU, and waited runnable for one (the
+    kernel's schedstat); None where the system does not say."""
+    run = wait = 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    seen = False
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                parts = f.read().split()
+            run += int(parts[0])
+            wait += int(parts[1])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return (run, wait) if seen else None
+
+
+class Contention:
+    """How much longer CPU work takes now than it would alone on a core, measured as it runs.
+
+    Over a window of this process's own time, ``(run + wait) / run``: the time its threads were
+    runnable over the time they ran (a thread that has half a core spends as long waiting as
+    running). This is what a share of the CPU actually was, whatever the load average says: it
+    counts processes of any priority as the scheduler weighs them, and nothing of a thread's
+    sleeps (reads, waits for workers). Too little run time in the window to tell (less than
+    ``MIN_RUN`` seconds), the last window's figure is used; with none, ``fallback()``.
+    """
+
+    MIN_RUN = 0.05
+
+    def __init__(self, fallback: Callable[[], float]) -> None:
+        self._fallback = fallback
+        self._last: float | None = None
+        self._at = sched_times()
+
+    def start(self) -> None:
+        """Begin a new window (its figure replaces the last one once it has enough)."""
+        got = self._measure()
+        if got is not None:
+            self._last = got
+        self._at = sched_times()
+
+    def _measure(self) -> float | None:
+        now = sched_times()
+        if now is None or self._at is None:
+            return None
+        run = max(0, now[0] - self._at[0])
+        wait = max(0, now[1] - self._at[1])
+        if run < self.MIN_RUN * 1e9:
+            return None
+        return (run + wait) / run
+
+    def factor(self) -> float:
+        """The slowdown now, at least 1."""
+        got = self._measure()
+        if got is None:
+            got = self._last if self._last is not None else self._fallback()
+        return max(1.0, got)
+
+
+def cpu_seconds() -> float:
+    """CPU time of the calling thread (what a phase cost, whatever else ran)."""
+    return time.thread_time()
