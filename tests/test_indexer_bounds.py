@@ -16,6 +16,11 @@ lets it go.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -295,3 +300,95 @@ async def test_a_snapshot_not_written_by_the_deadline_is_written_after_the_answe
     assert snap is not None
     assert set(snap.files) == set(files())
     assert set(stored(repo, dirs[0])) == set(files())
+
+
+# -- a process killed while the merge or the snapshot is under way ------------------------------
+
+CHILD = r"""
+import asyncio, json, sys, threading
+from pathlib import Path
+from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.retrieval.tree import TreeIndex
+from nodwyn_retrieval.entry import Engine
+
+args = json.loads(sys.argv[1])
+marker = Path(args["marker"])
+TreeIndex.COMPACT_DOCS = 4
+
+def held(*a, **kw):
+    marker.write_text("held")
+    threading.Event().wait()  # never let go: the process is killed here
+
+async def main():
+    repo = Path(args["repo"])
+    async with await Engine.open(repo, data_dir=args["data"], config_dir=args["config"],
+                                 workers=1) as engine:
+        await engine.index_update()
+        for i in range(args["n"]):
+            (repo / f"m{i:03}.py").write_text(f"def felled{args['words'][i]}():\n    pass\n")
+        if args["what"] == "merge":
+            indexer._compacted = held
+            # The merge is past the deadline: not waited for.
+            real = indexer.IndexerActor._settle
+            async def settle(self, deadline):
+                return await real(self, asyncio.get_running_loop().time() - 1.0)
+            indexer.IndexerActor._settle = settle
+        else:
+            indexer.write_atomic = held
+            indexer.SNAPSHOT_SECONDS_PER_POSTING = 1e9  # the write never fits: not waited for
+        summary = (await engine.index_update()).summary
+        print(json.dumps(summary), flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def run_and_kill(args: dict[str, Any], marker: Path) -> tuple[dict[str, Any], int]:
+    """Run CHILD until its merge or snapshot write is held, then kill it: its update's summary
+    and its exit status."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, json.dumps(args)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        summary = json.loads(proc.stdout.readline())
+        end = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < end:  # under way, and held
+            time.sleep(0.05)
+        assert marker.exists()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return summary, proc.returncode
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("what", ["merge", "snapshot"])
+async def test_a_process_killed_while_its_merge_or_snapshot_goes_on_leaves_an_index_to_use(
+    tmp_path: Path, dirs: tuple[Path, Path], what: str
+) -> None:
+    repo = make_repo(tmp_path / "repo", files())
+    marker = tmp_path / "held"
+    half = N // 2
+    args = {"repo": str(repo), "data": str(dirs[0]), "config": str(dirs[1]),
+            "marker": str(marker), "n": half, "what": what, "words": WORDS}  # fmt: skip
+    summary, status = await asyncio.to_thread(run_and_kill, args, marker)
+    assert status == -signal.SIGKILL
+    # What the update said was done is done: every file read and indexed.
+    assert (summary["files"], summary["read"], summary["partial"]) == (N, half, False)
+    events: list[dict[str, Any]] = []
+    async with await open_engine(repo, dirs, events) as engine:
+        first = await engine.index_search(f"felled{WORDS[0]}", "repo")
+        for i in range(N):
+            word = f"felled{WORDS[i]}" if i < half else WORDS[i]
+            assert await hits(engine, word) == [f"m{i:03}.py"], word
+        up = (await engine.index_update()).summary
+    # The next session started from the snapshot the first build left and the records the
+    # killed one stored: nothing read again, nothing left.
+    assert [h["path"] for h in first.hits] == ["m000.py"]
+    assert (first.header["partial"], first.header["not_seen"]) == (False, 0)
+    assert sum(reads(events)) == 0
+    assert (up["files"], up["read"], up["not_seen"]) == (N, 0, 0)
