@@ -19,6 +19,7 @@ from pathlib import Path
 from nodwyn_retrieval.errors import StoreError
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
+from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.tree import Pairs, pairs_of
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 
@@ -30,14 +31,17 @@ __all__ = [
     "analyze_batch",
     "analyze_blob",
     "analyze_packed",
+    "chunk_lines",
     "cpu_seconds",
     "is_binary",
+    "load_factor",
     "sched_times",
 ]
 
 MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
 # git's own test for a binary file: a NUL byte in the first 8,000 bytes.
 BINARY_SNIFF = 8000
+_LOAD_FACTOR_MAX = 32.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,3 +223,25 @@ class Contention:
 def cpu_seconds() -> float:
     """CPU time of the calling thread (what a phase cost, whatever else ran)."""
     return time.thread_time()
+
+
+def load_factor() -> float:
+    """How much slower CPU work runs now than on an idle machine, where it cannot be measured
+    (Contention): the run queue per core (the one-minute load average over the
+    cores this process may use), at least 1 and at most 32."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average on this system
+        return 1.0
+    return min(_LOAD_FACTOR_MAX, max(1.0, load / cpu_count()))
+
+
+def chunk_lines(data: bytes, start: int, end: int) -> list[str]:
+    """Lines start to end (1-based, inclusive) of a file's bytes, as split_lines cuts them.
+
+    Only the bytes up to the chunk's end are split: a result near the top of a 1 MiB file does
+    not cost a split of the whole file.
+    """
+    parts = data.split(b"\n", end)
+    text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
+    return split_lines(text)[: end - start + 1] if start <= len(parts) else []

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import copy
 import logging
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,8 +24,9 @@ from nodwyn_retrieval.actors._work import (
     analyze_batch,
     analyze_blob,
     analyze_packed,
-    cpu_count,
+    chunk_lines,
     cpu_seconds,
+    load_factor,
 )
 from nodwyn_retrieval.actors.messages import (
     FileStat,
@@ -44,7 +44,6 @@ from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError, W
 from nodwyn_retrieval.guard import DefaultGuard, Guard, Verdict, redact
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
-from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment, pairs_of
 from nodwyn_retrieval.retrieval.words import weighted_query
@@ -82,7 +81,6 @@ SNAPSHOT_SECONDS_PER_POSTING = 5e-7
 # Estimates of the work after the reads are taken this much larger, for what they do not see.
 MARGIN = 1.5
 READ_CONCURRENCY = 16
-LOAD_FACTOR_MAX = 32.0
 SNAPSHOT_MAGIC = b"NRTS"
 SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
 
@@ -137,7 +135,7 @@ class IndexerActor(Actor):
         self._saving: asyncio.Task[None] | None = None  # a snapshot written after the answer
         self._rebuilt = 0
         # The slowdown of this process's CPU work, measured as each call runs.
-        self._contention = Contention(_load_factor)
+        self._contention = Contention(load_factor)
         # CPU seconds a delta document costs to rebuild, as last measured here.
         self._apply_rate = APPLY_SECONDS_PER_DOC
         # A merge of the delta into a new base, made in a thread apart from the tree it was
@@ -303,13 +301,11 @@ class IndexerActor(Actor):
         t_apply = loop.time()
         err = await self._settle(msg.deadline)
         store_error = store_error or err
-        log.debug(
-            "index: sync %.2f s (%d changes, %d later), reads %.2f s (%d), store %.2f s, "
-            "apply %.2f s, merge and snapshot %.2f s; %.2f s left; slowdown %.1f; %r",
-            t_sync - t0, len(changes), len(later), t_read - t_sync, len(analyzed),
-            t_store - t_read, t_apply - t_store, loop.time() - t_apply,
-            msg.deadline - loop.time(), self._contention.factor(), self.tree,
-        )  # fmt: skip
+        log.debug("index: sync %.2f s (%d changes, %d later), reads %.2f s (%d), store %.2f s, "
+                  "apply %.2f s, merge, snapshot %.2f s; %.2f s left; slowdown %.1f; %r",
+                  t_sync - t0, len(changes), len(later), t_read - t_sync, len(analyzed),
+                  t_store - t_read, t_apply - t_store, loop.time() - t_apply,
+                  msg.deadline - loop.time(), self._contention.factor(), self.tree)  # fmt: skip
         rebuilt = self.store.stats.rebuilt - rebuilt_before + self._rebuilt
         self._rebuilt = 0
         return IndexedFiles(
@@ -765,7 +761,7 @@ class IndexerActor(Actor):
                     )
                 cache[h.path] = await self._read_file(tree, h.path)
             data = cache[h.path]
-            chunk = None if data is None else _chunk_lines(data, h.start, h.end)
+            chunk = None if data is None else chunk_lines(data, h.start, h.end)
             if not chunk:
                 gone.append(h.path)
                 continue
@@ -796,28 +792,6 @@ def _compacted(tree: TreeIndex) -> TreeIndex:
     """tree with its delta merged into a new base (in a thread: tree is a copy no one changes)."""
     tree.compact()
     return tree
-
-
-def _load_factor() -> float:
-    """How much slower CPU work runs now than on an idle machine, where it cannot be measured
-    (actors/_work.Contention): the run queue per core (the one-minute load average over the
-    cores this process may use), at least 1 and at most 32."""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # pragma: no cover - no load average on this system
-        return 1.0
-    return min(LOAD_FACTOR_MAX, max(1.0, load / cpu_count()))
-
-
-def _chunk_lines(data: bytes, start: int, end: int) -> list[str]:
-    """Lines start to end (1-based, inclusive) of a file's bytes, as split_lines cuts them.
-
-    Only the bytes up to the chunk's end are split: a result near the top of a 1 MiB file does
-    not cost a split of the whole file.
-    """
-    parts = data.split(b"\n", end)
-    text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
-    return split_lines(text)[: end - start + 1] if start <= len(parts) else []
 
 
 def _size(tree: Beneath, rel: str) -> int:
