@@ -5,27 +5,35 @@ files are skipped), redacts it as the log redacts a tool result (§3: the index 
 text the model would read), hashes the redacted text (§4: the content address) and, unless the
 chunk store already holds that content, cuts it into chunks and words. Everything here is a pure
 function of the bytes and the store's directory, so a batch can go to the process pool whole.
+
+Beside it, what the indexer measures and reads without its state: the slowdown of this process's
+CPU work (:class:`Contention`), a chunk's lines, and the snapshot's file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.errors import FormatError, StoreError
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.chunks import split_lines
-from nodwyn_retrieval.retrieval.tree import Pairs, pairs_of
+from nodwyn_retrieval.retrieval.tree import Pairs, TreeSegment, pairs_of
 from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.codec import decode
 
 __all__ = [
     "BINARY_SNIFF",
     "MAX_FILE_BYTES",
+    "SNAPSHOT_MAGIC",
+    "SNAPSHOT_VERSION",
     "Analyzed",
     "Contention",
     "analyze_batch",
@@ -35,8 +43,12 @@ __all__ = [
     "cpu_seconds",
     "is_binary",
     "load_factor",
+    "load_snapshot",
+    "read_snapshot",
     "sched_times",
 ]
+
+log = logging.getLogger("nodwyn_retrieval.actors.indexer")  # the snapshot's messages are its
 
 MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
 # git's own test for a binary file: a NUL byte in the first 8,000 bytes.
@@ -245,3 +257,32 @@ def chunk_lines(data: bytes, start: int, end: int) -> list[str]:
     parts = data.split(b"\n", end)
     text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
     return split_lines(text)[: end - start + 1] if start <= len(parts) else []
+
+
+# -- the snapshot's file, which the indexer writes ------------------------------------------------
+
+SNAPSHOT_MAGIC = b"NRTS"
+SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
+
+
+def load_snapshot(path: Path) -> TreeSegment | None:
+    """The tree segment stored at path, or None when it is missing or must be rebuilt."""
+    return read_snapshot(path)[0]
+
+
+def read_snapshot(path: Path) -> tuple[TreeSegment | None, bool]:
+    """The tree segment stored at path, and whether a damaged one was dropped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, False
+    except OSError as e:
+        log.warning("cannot read %s: %s", path, e)
+        return None, False
+    try:
+        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data)), False
+    except FormatError as e:
+        log.info("snapshot %s dropped: %s", path, e)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None, True

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from nodwyn_retrieval.actors._work import (
     MAX_FILE_BYTES,
+    SNAPSHOT_MAGIC,
+    SNAPSHOT_VERSION,
     Analyzed,
     Contention,
     analyze_batch,
@@ -27,6 +29,8 @@ from nodwyn_retrieval.actors._work import (
     chunk_lines,
     cpu_seconds,
     load_factor,
+    load_snapshot,
+    read_snapshot,
 )
 from nodwyn_retrieval.actors.messages import (
     FileStat,
@@ -40,7 +44,7 @@ from nodwyn_retrieval.actors.messages import (
     TreeSearched,
 )
 from nodwyn_retrieval.bus import Actor, ProcessPool
-from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError, WorkerError
+from nodwyn_retrieval.errors import DeadlineExceeded, StoreError, WorkerError
 from nodwyn_retrieval.guard import DefaultGuard, Guard, Verdict, redact
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
@@ -49,9 +53,16 @@ from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment,
 from nodwyn_retrieval.retrieval.words import weighted_query
 from nodwyn_retrieval.store.atomic import write_atomic
 from nodwyn_retrieval.store.chunkstore import ChunkStore
-from nodwyn_retrieval.store.codec import decode, encode
+from nodwyn_retrieval.store.codec import encode
 
-__all__ = ["MAX_FILE_BYTES", "POOL_MIN_BYTES", "IndexerActor", "load_snapshot"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "POOL_MIN_BYTES",
+    "SNAPSHOT_MAGIC",
+    "SNAPSHOT_VERSION",
+    "IndexerActor",
+    "load_snapshot",
+]
 
 log = logging.getLogger("nodwyn_retrieval.actors.indexer")
 
@@ -81,31 +92,6 @@ SNAPSHOT_SECONDS_PER_POSTING = 5e-7
 # Estimates of the work after the reads are taken this much larger, for what they do not see.
 MARGIN = 1.5
 READ_CONCURRENCY = 16
-SNAPSHOT_MAGIC = b"NRTS"
-SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
-
-
-def load_snapshot(path: Path) -> TreeSegment | None:
-    """The tree segment stored at path, or None when it is missing or must be rebuilt."""
-    return _load_snapshot(path)[0]
-
-
-def _load_snapshot(path: Path) -> tuple[TreeSegment | None, bool]:
-    """The tree segment stored at path, and whether a damaged one was dropped."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, False
-    except OSError as e:
-        log.warning("cannot read %s: %s", path, e)
-        return None, False
-    try:
-        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data)), False
-    except FormatError as e:
-        log.info("snapshot %s dropped: %s", path, e)
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None, True
 
 
 class IndexerActor(Actor):
@@ -144,21 +130,28 @@ class IndexerActor(Actor):
         self._compacting: asyncio.Task[TreeIndex] | None = None
         self._since: dict[str, tuple[str, FileRecord] | None] = {}
         self._snapshot_error: str | None = None  # a write that failed after its call answered
+        # What the first search of a loaded index would compute, made in a thread meanwhile.
+        self._warming: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
 
     async def on_start(self) -> None:
-        base, dropped = await asyncio.to_thread(_load_snapshot, self.snapshot_path)
+        base, dropped = await asyncio.to_thread(read_snapshot, self.snapshot_path)
         self._rebuilt += int(dropped)  # reported by the next index.update record
         if base is not None:
             self.tree = TreeIndex(base)
             self._snapshot_base = base
+            # Not awaited: the refresher lists the tree meanwhile; every message waits for it.
+            self._warming = asyncio.ensure_future(asyncio.to_thread(self.tree.warm))
 
     async def on_stop(self) -> None:
         # What this session read is kept for the next one, even when no call had time to save
         # it: a merge still running is waited for (its thread cannot be stopped) and its base
         # written as the snapshot.
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await self._warming
         if self._compacting is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._compacting)
@@ -168,6 +161,10 @@ class IndexerActor(Actor):
             await self._saving
 
     async def handle(self, message: object) -> object:
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await self._warming
+            self._warming = None
         match message:
             case IndexFiles():
                 return await self._index(message)
@@ -280,7 +277,7 @@ class IndexerActor(Actor):
                 )
             if len(builder):
                 self._drop_compaction()  # of an index emptied since: this one replaces it
-                self.tree = TreeIndex(await asyncio.to_thread(builder.finish))
+                self.tree = await asyncio.to_thread(_built, builder)
         else:
             for f in found:  # skipped now, refused, gone: out of the index
                 if f.key is None:
@@ -789,8 +786,17 @@ def _never(tree: TreeIndex) -> bool:
 
 
 def _compacted(tree: TreeIndex) -> TreeIndex:
-    """tree with its delta merged into a new base (in a thread: tree is a copy no one changes)."""
+    """tree with its delta merged into a new base (in a thread: tree is a copy no one changes),
+    ready for a search."""
     tree.compact()
+    tree.warm()
+    return tree
+
+
+def _built(builder: TreeBuilder) -> TreeIndex:
+    """The index of a first build, ready for a search (in a thread)."""
+    tree = TreeIndex(builder.finish())
+    tree.warm()
     return tree
 
 
