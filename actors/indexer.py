@@ -91,6 +91,8 @@ MIN_APPLY_DOCS = 256
 SNAPSHOT_SECONDS_PER_POSTING = 5e-7
 # Estimates of the work after the reads are taken this much larger, for what they do not see.
 MARGIN = 1.5
+# What a call keeps, on an idle core, between the end of its waits and its deadline.
+SETTLE_MARGIN = 0.05
 READ_CONCURRENCY = 16
 
 
@@ -401,9 +403,13 @@ class IndexerActor(Actor):
     async def _settle(self, deadline: float | None) -> str | None:
         """Wait for the merge under way and the snapshot until deadline (None: until both are
         done); what is not done by then goes on after the answer, and a later call or the
-        session's end takes it. The error of a snapshot write, when one is known."""
+        session's end takes it. The error of a snapshot write, when one is known.
+
+        The wait ends a little before the deadline (SETTLE_MARGIN times the slowdown, at most
+        half a second): the answer still has to reach the caller."""
         loop = asyncio.get_running_loop()
-        until = None if deadline is None else time.monotonic() + (deadline - loop.time())
+        margin = min(0.5, SETTLE_MARGIN * self._contention.factor())
+        until = None if deadline is None else time.monotonic() + (deadline - loop.time()) - margin
 
         def left() -> float | None:
             return None if until is None else until - time.monotonic()
