@@ -137,19 +137,35 @@ def reads(events: list[dict[str, Any]]) -> list[int]:
 # -- storing and applying what was read ---------------------------------------------------------
 
 
+# What a stopped call applied: the part of MIN_APPLY_DOCS (2) documents, one a file here. Storing
+# looks before each record and stops past the part (3 stored, all applied); applying keeps the
+# files whose delta fits (2). "estimate": no clock jumps, a document is estimated at 100 s.
+APPLIED = {"_store_all": 3, "_fit": 2, "estimate_store": 3, "estimate_fit": 2}
+
+
 @pytest.mark.asyncio
-@pytest.mark.parametrize("phase", ["_store_all", "_fit"])
+@pytest.mark.parametrize("phase", list(APPLIED))
 async def test_an_update_stopped_after_its_reads_says_what_is_left_and_the_next_finishes(
-    tmp_path: Path, dirs: tuple[Path, Path], clock: Clock, phase: str
+    tmp_path: Path,
+    dirs: tuple[Path, Path],
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+    phase: str,
 ) -> None:
-    repo = make_repo(tmp_path / "repo", files())
+    repo = make_repo(tmp_path / "repo", {**files(), "z.bin": b"\0one"})
     events: list[dict[str, Any]] = []
     async with await open_engine(repo, dirs, events) as engine:
         first = (await engine.index_update()).summary  # a first build: the builder's
         (repo / "m000.py").write_text("def changed_once():\n    pass\n")
         for i in range(1, N):
             (repo / f"m{i:03}.py").write_text(f"def {WORDS[i]}():\n    return {i + 1!r}\n")
-        clock.during(phase)
+        (repo / "z.bin").write_bytes(b"\0two")  # read last: looked at past the stop
+        if phase.startswith("estimate"):
+            monkeypatch.setattr(IndexerActor, "_per_doc", lambda self: 100.0)
+            if phase == "estimate_store":  # applying keeps what was stored
+                monkeypatch.setattr(IndexerActor, "_fit", lambda self, ch, until: (ch, []))
+        else:
+            clock.during(phase)
         cut = (await engine.index_update()).summary
         clock.stop()
         rest = (await engine.index_update()).summary
@@ -158,19 +174,19 @@ async def test_an_update_stopped_after_its_reads_says_what_is_left_and_the_next_
             assert await hits(engine, WORDS[i]) == [f"m{i:03}.py"]
         assert await hits(engine, "changed_once") == ["m000.py"]
         assert await hits(engine, WORDS[0]) == []
-    assert clock.jumps >= 1
-    assert (first["files"], first["read"], first["partial"]) == (N, N, False)
-    # The call answered with what it applied in time (a part of a few documents) and says the
-    # rest was not read.
-    assert 1 <= cut["read"] <= 3
-    assert cut["not_read"] == N - cut["read"]
+    assert clock.jumps == (0 if phase.startswith("estimate") else 1)
+    assert (first["files"], first["read"], first["partial"]) == (N, N + 1, False)
+    # The call answered with what it applied in time and says the rest was not read (the binary
+    # file, which costs nothing to apply, was looked at all the same).
+    applied = APPLIED[phase]
+    assert (cut["read"], cut["not_read"]) == (applied + 1, N - applied)
+    assert cut["skipped"]["binary"] == 1
     assert cut["partial"] is True
     assert cut["files"] == N
     # The next call read the rest, once each: no file lost, none read twice.
-    assert rest["read"] == N - cut["read"]
-    assert (rest["not_read"], rest["partial"]) == (0, False)
+    assert (rest["read"], rest["not_read"], rest["partial"]) == (N - applied, 0, False)
     assert (after["read"], after["files"]) == (0, N)
-    assert sum(reads(events)) == N + N
+    assert sum(reads(events)) == (N + 1) + (applied + 1) + (N - applied)
 
 
 @pytest.mark.asyncio
