@@ -5,34 +5,55 @@ files are skipped), redacts it as the log redacts a tool result (§3: the index 
 text the model would read), hashes the redacted text (§4: the content address) and, unless the
 chunk store already holds that content, cuts it into chunks and words. Everything here is a pure
 function of the bytes and the store's directory, so a batch can go to the process pool whole.
+
+Beside it, what the indexer measures and reads without its state: the slowdown of this process's
+CPU work (:class:`Contention`), a chunk's lines, and the snapshot's file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.errors import FormatError, StoreError
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
-from nodwyn_retrieval.retrieval.tree import Pairs, pairs_of
+from nodwyn_retrieval.retrieval.chunks import split_lines
+from nodwyn_retrieval.retrieval.tree import Pairs, TreeSegment, pairs_of
 from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.codec import decode
 
 __all__ = [
     "BINARY_SNIFF",
     "MAX_FILE_BYTES",
+    "SNAPSHOT_MAGIC",
+    "SNAPSHOT_VERSION",
     "Analyzed",
+    "Contention",
     "analyze_batch",
     "analyze_blob",
     "analyze_packed",
+    "chunk_lines",
+    "cpu_seconds",
     "is_binary",
+    "load_factor",
+    "load_snapshot",
+    "read_snapshot",
+    "sched_times",
 ]
+
+log = logging.getLogger("nodwyn_retrieval.actors.indexer")  # the snapshot's messages are its
 
 MAX_FILE_BYTES = 1 << 20  # §2: a file is indexed whole up to 1 MiB (fs-read's whole-file cap)
 # git's own test for a binary file: a NUL byte in the first 8,000 bytes.
 BINARY_SNIFF = 8000
+_LOAD_FACTOR_MAX = 32.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +166,123 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def sched_times() -> tuple[int, int] | None:
+    """Nanoseconds this process's threads have run on a CPU, and waited runnable for one (the
+    kernel's schedstat); None where the system does not say."""
+    run = wait = 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    seen = False
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                parts = f.read().split()
+            run += int(parts[0])
+            wait += int(parts[1])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return (run, wait) if seen else None
+
+
+class Contention:
+    """How much longer CPU work takes now than it would alone on a core, measured as it runs.
+
+    Over a window of this process's own time, ``(run + wait) / run``: the time its threads were
+    runnable over the time they ran (a thread that has half a core spends as long waiting as
+    running). This is what a share of the CPU actually was, whatever the load average says: it
+    counts processes of any priority as the scheduler weighs them, and nothing of a thread's
+    sleeps (reads, waits for workers). Too little run time in the window to tell (less than
+    ``MIN_RUN`` seconds), the last window's figure is used; with none, ``fallback()``.
+    """
+
+    MIN_RUN = 0.05
+
+    def __init__(self, fallback: Callable[[], float]) -> None:
+        self._fallback = fallback
+        self._last: float | None = None
+        self._at = sched_times()
+
+    def start(self) -> None:
+        """Begin a new window (its figure replaces the last one once it has enough)."""
+        got = self._measure()
+        if got is not None:
+            self._last = got
+        self._at = sched_times()
+
+    def _measure(self) -> float | None:
+        now = sched_times()
+        if now is None or self._at is None:
+            return None
+        run = max(0, now[0] - self._at[0])
+        wait = max(0, now[1] - self._at[1])
+        if run < self.MIN_RUN * 1e9:
+            return None
+        return (run + wait) / run
+
+    def factor(self) -> float:
+        """The slowdown now, at least 1."""
+        got = self._measure()
+        if got is None:
+            got = self._last if self._last is not None else self._fallback()
+        return max(1.0, got)
+
+
+def cpu_seconds() -> float:
+    """CPU time of the calling thread (what a phase cost, whatever else ran)."""
+    return time.thread_time()
+
+
+def load_factor() -> float:
+    """How much slower CPU work runs now than on an idle machine, where it cannot be measured
+    (Contention): the run queue per core (the one-minute load average over the
+    cores this process may use), at least 1 and at most 32."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average on this system
+        return 1.0
+    return min(_LOAD_FACTOR_MAX, max(1.0, load / cpu_count()))
+
+
+def chunk_lines(data: bytes, start: int, end: int) -> list[str]:
+    """Lines start to end (1-based, inclusive) of a file's bytes, as split_lines cuts them.
+
+    Only the bytes up to the chunk's end are split: a result near the top of a 1 MiB file does
+    not cost a split of the whole file.
+    """
+    parts = data.split(b"\n", end)
+    text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
+    return split_lines(text)[: end - start + 1] if start <= len(parts) else []
+
+
+# -- the snapshot's file, which the indexer writes ------------------------------------------------
+
+SNAPSHOT_MAGIC = b"NRTS"
+SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
+
+
+def load_snapshot(path: Path) -> TreeSegment | None:
+    """The tree segment stored at path, or None when it is missing or must be rebuilt."""
+    return read_snapshot(path)[0]
+
+
+def read_snapshot(path: Path) -> tuple[TreeSegment | None, bool]:
+    """The tree segment stored at path, and whether a damaged one was dropped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, False
+    except OSError as e:
+        log.warning("cannot read %s: %s", path, e)
+        return None, False
+    try:
+        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data)), False
+    except FormatError as e:
+        log.info("snapshot %s dropped: %s", path, e)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None, True

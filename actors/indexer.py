@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
-import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from nodwyn_retrieval.actors._work import (
     MAX_FILE_BYTES,
+    SNAPSHOT_MAGIC,
+    SNAPSHOT_VERSION,
     Analyzed,
+    Contention,
     analyze_batch,
     analyze_blob,
     analyze_packed,
-    cpu_count,
+    chunk_lines,
+    cpu_seconds,
+    load_factor,
+    load_snapshot,
+    read_snapshot,
 )
 from nodwyn_retrieval.actors.messages import (
     FileStat,
@@ -37,19 +44,25 @@ from nodwyn_retrieval.actors.messages import (
     TreeSearched,
 )
 from nodwyn_retrieval.bus import Actor, ProcessPool
-from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError, WorkerError
+from nodwyn_retrieval.errors import DeadlineExceeded, StoreError, WorkerError
 from nodwyn_retrieval.guard import DefaultGuard, Guard, Verdict, redact
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
-from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment, pairs_of
 from nodwyn_retrieval.retrieval.words import weighted_query
 from nodwyn_retrieval.store.atomic import write_atomic
 from nodwyn_retrieval.store.chunkstore import ChunkStore
-from nodwyn_retrieval.store.codec import decode, encode
+from nodwyn_retrieval.store.codec import encode
 
-__all__ = ["MAX_FILE_BYTES", "POOL_MIN_BYTES", "IndexerActor", "load_snapshot"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "POOL_MIN_BYTES",
+    "SNAPSHOT_MAGIC",
+    "SNAPSHOT_VERSION",
+    "IndexerActor",
+    "load_snapshot",
+]
 
 log = logging.getLogger("nodwyn_retrieval.actors.indexer")
 
@@ -59,46 +72,28 @@ POOL_MIN_BYTES = 2 << 20
 BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
 # The share of a refresh's time kept for what follows the reads (storing, merging, snapshot).
 POST_SHARE = 0.15
-# What follows the reads costs about this much per byte read (merging a first build of the big
-# tree, 130 MB, took 13 s on a loaded machine; 27 MB took 1.3 s on a quiet one): reads stop
-# while it still fits in the bound.
-# With two CPU burners beside it the merge took 4.6e-7 s a byte at a load of 4 a core: the estimate
-# below times the load, with a quarter more for margin.
+# What follows the reads costs about this much per byte read on a core of its own (merging a
+# first build of the big tree, 130 MB, took 13 s on a loaded machine; 27 MB took 1.3 s on a
+# quiet one): reads stop while it still fits in the bound. Every estimate of the work after the
+# reads is multiplied by the slowdown measured as the call runs (actors/_work.Contention: the
+# time this process's threads waited for a CPU against the time they ran), not by the load.
 POST_SECONDS_PER_BYTE = 1.25e-7
-# And this much whatever was read (storing, the manifest's save), on an idle machine.
+# And this much whatever was read (storing, the manifest's save), on an idle core.
 POST_FIXED_SECONDS = 0.3
-# Merging a delta into the base costs about this much per posting (the big tree's: 3.8 s on a
-# loaded machine; measured with a profile of a search after 3,000 files changed).
-MERGE_SECONDS_PER_POSTING = 6e-7
-# A snapshot's cost grows with its postings (measured: about 0.3 us each, and some margin).
+# Rebuilding the delta (TreeIndex.apply builds it again from every changed file) costs about this
+# much CPU a document of it until this process has measured its own rate (the big tree's delta
+# of 12,413 documents took 9 s at a slowdown of about 5).
+APPLY_SECONDS_PER_DOC = 1.5e-4
+# A delta this small is rebuilt whatever the time left (0.04 s of CPU).
+MIN_APPLY_DOCS = 256
+# A snapshot's cost grows with its postings (measured: about 0.3 us each, and some margin): a
+# call waits for its write only when it fits, otherwise it is written after the answer.
 SNAPSHOT_SECONDS_PER_POSTING = 5e-7
+# Estimates of the work after the reads are taken this much larger, for what they do not see.
+MARGIN = 1.5
+# What a call keeps, on an idle core, between the end of its waits and its deadline.
+SETTLE_MARGIN = 0.05
 READ_CONCURRENCY = 16
-LOAD_FACTOR_MAX = 8.0
-SNAPSHOT_MAGIC = b"NRTS"
-SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
-
-
-def load_snapshot(path: Path) -> TreeSegment | None:
-    """The tree segment stored at path, or None when it is missing or must be rebuilt."""
-    return _load_snapshot(path)[0]
-
-
-def _load_snapshot(path: Path) -> tuple[TreeSegment | None, bool]:
-    """The tree segment stored at path, and whether a damaged one was dropped."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, False
-    except OSError as e:
-        log.warning("cannot read %s: %s", path, e)
-        return None, False
-    try:
-        return TreeSegment.from_obj(decode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, data)), False
-    except FormatError as e:
-        log.info("snapshot %s dropped: %s", path, e)
-        with contextlib.suppress(OSError):
-            path.unlink()
-        return None, True
 
 
 class IndexerActor(Actor):
@@ -127,51 +122,83 @@ class IndexerActor(Actor):
         self._snapshot_lock = asyncio.Lock()
         self._saving: asyncio.Task[None] | None = None  # a snapshot written after the answer
         self._rebuilt = 0
+        # The slowdown of this process's CPU work, measured as each call runs.
+        self._contention = Contention(load_factor)
+        # CPU seconds a delta document costs to rebuild, as last measured here.
+        self._apply_rate = APPLY_SECONDS_PER_DOC
+        # A merge of the delta into a new base, made in a thread apart from the tree it was
+        # copied from; the changes applied to the tree since it began, which its result takes
+        # on when it is installed (the next call that changes the index, or the session's end).
+        self._compacting: asyncio.Task[TreeIndex] | None = None
+        self._since: dict[str, tuple[str, FileRecord] | None] = {}
+        self._snapshot_error: str | None = None  # a write that failed after its call answered
+        # What the first search of a loaded index would compute, made in a thread meanwhile.
+        self._warming: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
 
     async def on_start(self) -> None:
-        base, dropped = await asyncio.to_thread(_load_snapshot, self.snapshot_path)
+        base, dropped = await asyncio.to_thread(read_snapshot, self.snapshot_path)
         self._rebuilt += int(dropped)  # reported by the next index.update record
         if base is not None:
             self.tree = TreeIndex(base)
             self._snapshot_base = base
+            # Not awaited: the refresher lists the tree meanwhile; every message waits for it.
+            self._warming = asyncio.ensure_future(asyncio.to_thread(self.tree.warm))
 
     async def on_stop(self) -> None:
-        # What this session read is kept for the next one, even when no call had time to save it.
+        # What this session read is kept for the next one, even when no call had time to save
+        # it: a merge still running is waited for (its thread cannot be stopped) and its base
+        # written as the snapshot.
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await self._warming
+        if self._compacting is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._compacting)
+            self._install(at_once=True)
         self._save_soon()
         if self._saving is not None:
             await self._saving
 
     async def handle(self, message: object) -> object:
+        if self._warming is not None:
+            with contextlib.suppress(Exception):
+                await self._warming
+            self._warming = None
         match message:
             case IndexFiles():
                 return await self._index(message)
             case SearchTree():
                 return await self._search(message)
             case Forget(path=path):
-                self.tree.apply({path: None})
+                self._apply({path: None})
                 return None
             case SaveSnapshot(deadline=deadline):
-                # Compacting merges the whole index: only when it fits before the bound (§5: an
-                # update call's 60 s); otherwise a later refresh or update does it.
-                if self.tree.dirty and self._may_compact(deadline):
-                    self.tree.compact()
-                if not self._should_snapshot(deadline):
-                    self._save_soon()
-                    return None
-                return await self._save_snapshot()
+                # Compacting merges the whole index, in a thread: waited for until the bound (§5:
+                # an update call's 60 s), and left to go on after it; the next call that changes
+                # the index, or the session's end, takes it.
+                self._start_compaction()
+                return await self._settle(deadline)
         raise TypeError(f"indexer cannot handle {type(message).__name__}")
 
     # -- indexing -------------------------------------------------------------------------
 
     def _sync(
-        self, target: dict[str, str], until: float | None = None
+        self,
+        target: dict[str, str],
+        until: float | None = None,
+        per_doc: float = 0.0,
+        docs: int = 0,
     ) -> tuple[dict[str, tuple[str, FileRecord] | None], list[str], list[str]]:
         """Changes that make the index hold exactly target; paths whose records are gone; and
         paths whose records were not loaded before ``time.monotonic()`` reached until (§5: a
-        new session may have thousands of records to load; the next refresh goes on)."""
+        new session may have thousands of records to load; the next refresh goes on).
+
+        Loading stops while what it loaded can still be applied in time: applying rebuilds the
+        delta, ``docs`` documents already and those loaded, at an estimated ``per_doc`` seconds
+        each."""
         changes: dict[str, tuple[str, FileRecord] | None] = {}
         missing: list[str] = []
         later: list[str] = []
@@ -182,7 +209,11 @@ class IndexerActor(Actor):
             if self.tree.files.get(path) == key:
                 continue
             loaded += 1
-            if until is not None and loaded % 64 == 0 and time.monotonic() >= until:
+            if (
+                until is not None
+                and loaded % 16 == 0
+                and time.monotonic() + docs * per_doc >= until
+            ):
                 later.extend(p for p, k in list(target.items())[n:] if self.tree.files.get(p) != k)
                 break
             # Touched before it is read: a collection from now on sees it fresh (§4).
@@ -194,25 +225,40 @@ class IndexerActor(Actor):
                     changes[path] = None
             else:
                 changes[path] = (key, rec)
+                docs += rec.n_chunks
         return changes, missing, later
 
     async def _index(self, msg: IndexFiles) -> IndexedFiles:
         rebuilt_before = self.store.stats.rebuilt
+        loop = asyncio.get_running_loop()
+        self._contention.start()
+        t0 = loop.time()
+        # Every phase after the reads stops at the deadline too (§5): storing, applying, merging
+        # and the snapshot; what is not done is said (not read, not loaded) or goes on after.
+        until = time.monotonic() + (msg.deadline - t0)
         later: list[str] = []
         if msg.target is not None:
-            loop = asyncio.get_running_loop()
-            until = time.monotonic() + (msg.deadline - loop.time())
-            changes, missing, later = await asyncio.to_thread(self._sync, msg.target, until)
+            changes, missing, later = await asyncio.to_thread(
+                self._sync, msg.target, until, self._per_doc(), self.tree.delta.n_docs
+            )
         else:
             changes, missing = {p: None for p in msg.drop if p in self.tree.files}, []
+        synced = {p for p, v in changes.items() if v is not None}
+        t_sync = loop.time()
         found: list[TreeFound] = []
         # An empty index (a first build) is built as the batches arrive, from their postings:
         # only the sort of the postings is left when the last one is in.
         builder = TreeBuilder() if not self.tree.files and not changes else None
+        pending = self.tree.delta.n_docs + sum(v[1].n_chunks for v in changes.values() if v)
         analyzed = await self._read_and_analyze(
-            msg.read, msg.deadline, found, msg.progress, builder
+            msg.read, msg.deadline, found, msg.progress, builder,
+            post=0.0 if builder is not None else pending * self._per_doc(),
+        )  # fmt: skip
+        t_read = loop.time()
+        results, store_error = await asyncio.to_thread(
+            self._store_all, analyzed, until, self._per_doc(), pending
         )
-        results, store_error = await asyncio.to_thread(self._store_all, analyzed)
+        t_store = loop.time()
         order = {st.path: i for i, st in enumerate(msg.read)} if builder is not None else {}
         here: list[tuple[int, str, str, FileRecord]] = []  # analysed in this process
         for stat, a, rec in results:
@@ -232,29 +278,33 @@ class IndexerActor(Actor):
                     [(o, p, k) for o, p, k, _ in here], pairs_of([(p, r) for _, p, _, r in here])
                 )
             if len(builder):
-                self.tree = TreeIndex(await asyncio.to_thread(builder.finish))
+                self._drop_compaction()  # of an index emptied since: this one replaces it
+                self.tree = await asyncio.to_thread(_built, builder)
         else:
             for f in found:  # skipped now, refused, gone: out of the index
                 if f.key is None:
                     changes[f.stat.path] = None
-        # Merging a big delta into the base costs time in proportion to the whole index: only
-        # when it fits before the bound (§5); otherwise a later refresh or update does it.
-        loop = asyncio.get_running_loop()
-
-        def may_merge(tree: TreeIndex) -> bool:
-            postings = tree.base.segment.n_postings + tree.delta.segment.n_postings
-            cost = postings * MERGE_SECONDS_PER_POSTING * _load_factor()
-            return loop.time() + cost < msg.deadline
-
-        if builder is None:
-            self.tree.apply(changes, merge=may_merge)
-        if self._should_snapshot(msg.deadline):
-            err = await self._save_snapshot()
-            store_error = store_error or err
-        else:
-            # No time left in the bound (a partial first build spends it all on reads): the
-            # snapshot is written after the answer, so a new session starts from what was read.
-            self._save_soon()
+            # Applying rebuilds the delta: what does not fit before the deadline is left, the
+            # records loaded said as not loaded yet, the files read as not read (read again at
+            # the next refresh: their records are stored, so that costs a read, not an analysis).
+            changes, cut = self._fit(changes, until)
+            if cut:
+                left = set(cut)
+                later.extend(p for p in cut if p in synced)
+                found = [f for f in found if f.key is None or f.stat.path not in left]
+            self._apply(changes)
+            # A delta this big is merged into a new base, in a thread: waited for until the
+            # deadline, and taken by a later call if it is not done by then (§5).
+            if self.tree.delta.n_docs > max(TreeIndex.COMPACT_DOCS, self.tree.base.n_docs // 10):
+                self._start_compaction()
+        t_apply = loop.time()
+        err = await self._settle(msg.deadline)
+        store_error = store_error or err
+        log.debug("index: sync %.2f s (%d changes, %d later), reads %.2f s (%d), store %.2f s, "
+                  "apply %.2f s, merge, snapshot %.2f s; %.2f s left; slowdown %.1f; %r",
+                  t_sync - t0, len(changes), len(later), t_read - t_sync, len(analyzed),
+                  t_store - t_read, t_apply - t_store, loop.time() - t_apply,
+                  msg.deadline - loop.time(), self._contention.factor(), self.tree)  # fmt: skip
         rebuilt = self.store.stats.rebuilt - rebuilt_before + self._rebuilt
         self._rebuilt = 0
         return IndexedFiles(
@@ -265,26 +315,171 @@ class IndexerActor(Actor):
             not_loaded=tuple(later),
         )
 
+    # -- the work after the reads, each part bounded ------------------------------------------
+
+    def _per_doc(self) -> float:
+        """What a delta document is estimated to cost to rebuild now, in seconds of wall time."""
+        return self._apply_rate * self._contention.factor() * MARGIN
+
+    def _fit(
+        self, changes: dict[str, tuple[str, FileRecord] | None], until: float
+    ) -> tuple[dict[str, tuple[str, FileRecord] | None], list[str]]:
+        """The changes whose delta can be rebuilt before ``time.monotonic()`` reaches until, in
+        their order, and the paths of those left for later. A removal is always applied (the
+        manifest drops the file whatever the index holds), and so is a delta of at most
+        MIN_APPLY_DOCS documents (a part, as the scan's, before the clock is looked at: a call
+        with no time left still moves on)."""
+        per_doc = self._per_doc()
+        docs = self.tree.delta.n_docs
+        now = time.monotonic()
+        kept: dict[str, tuple[str, FileRecord] | None] = {}
+        cut: list[str] = []
+        for path, new in changes.items():
+            if new is None:
+                kept[path] = None
+            elif cut or (
+                docs + new[1].n_chunks > MIN_APPLY_DOCS
+                and now + (docs + new[1].n_chunks) * per_doc >= until
+            ):
+                cut.append(path)
+            else:
+                docs += new[1].n_chunks
+                kept[path] = new
+        return kept, cut
+
+    def _apply(self, changes: Mapping[str, tuple[str, FileRecord] | None]) -> None:
+        """Apply changes to the index (never merging it there: see _start_compaction), taking a
+        merge done meanwhile with them in the same rebuild of the delta."""
+        if not changes:
+            return
+        if self._compacting is not None:
+            self._since.update(changes)
+            if self._install(at_once=True):
+                return
+        self._rebuild(self.tree, changes)
+
+    def _rebuild(
+        self, tree: TreeIndex, changes: Mapping[str, tuple[str, FileRecord] | None]
+    ) -> None:
+        """tree.apply, its CPU time measured: the rate the next estimates use."""
+        t = cpu_seconds()
+        tree.apply(changes, merge=_never)
+        docs = tree.delta.n_docs
+        if docs >= 512:
+            self._apply_rate = max(1e-6, (cpu_seconds() - t) / docs)
+
+    def _start_compaction(self) -> None:
+        """Merge a copy of the index in a thread, unless a merge is already under way."""
+        if self._compacting is not None or not self.tree.dirty:
+            return
+        view = copy.copy(self.tree)
+        self._since = {}
+        self._compacting = asyncio.ensure_future(asyncio.to_thread(_compacted, view))
+
+    def _drop_compaction(self) -> None:
+        """Forget a merge under way (its result will not be taken)."""
+        self._compacting = None
+        self._since = {}
+
+    def _install(self, *, at_once: bool) -> bool:
+        """Take the merge's result once it is done: with the changes applied since (at_once), or
+        only when there are none (a swap of the index, no work). Whether it was taken."""
+        task = self._compacting
+        if task is None or not task.done() or (self._since and not at_once):
+            return False
+        since = self._since
+        self._drop_compaction()
+        if task.cancelled() or task.exception() is not None:
+            log.warning(
+                "merging the index failed: %r", None if task.cancelled() else task.exception()
+            )
+            return False
+        merged = task.result()
+        if since:
+            self._rebuild(merged, since)
+        self.tree = merged
+        return True
+
+    async def _settle(self, deadline: float | None) -> str | None:
+        """Wait for the merge under way and the snapshot until deadline (None: until both are
+        done); what is not done by then goes on after the answer, and a later call or the
+        session's end takes it. The error of a snapshot write, when one is known.
+
+        The wait ends a little before the deadline (SETTLE_MARGIN times the slowdown, at most
+        half a second): the answer still has to reach the caller."""
+        loop = asyncio.get_running_loop()
+        margin = min(0.5, SETTLE_MARGIN * self._contention.factor())
+        until = None if deadline is None else time.monotonic() + (deadline - loop.time()) - margin
+
+        def left() -> float | None:
+            return None if until is None else until - time.monotonic()
+
+        task = self._compacting
+        if task is not None:
+            wait = left()
+            if wait is None or wait > 0:
+                await asyncio.wait({task}, timeout=wait)
+            # Taken with the changes applied since it began when their rebuild fits in time.
+            docs = sum(v[1].n_chunks for v in self._since.values() if v is not None)
+            wait = left()
+            self._install(at_once=wait is None or docs * self._per_doc() < wait)
+        err, self._snapshot_error = self._snapshot_error, None
+        if self.tree.base is self._snapshot_base:
+            return err
+        self._save_soon()
+        saving = self._saving
+        if saving is None:
+            return err
+        wait = left()
+        if wait is None:
+            await asyncio.shield(saving)
+        else:
+            postings = self.tree.base.segment.n_postings
+            cost = (0.05 + postings * SNAPSHOT_SECONDS_PER_POSTING) * self._contention.factor()
+            if cost < wait:
+                await asyncio.wait({saving}, timeout=wait)
+        if saving.done():
+            err = err or self._snapshot_error
+            self._snapshot_error = None
+        return err
+
     def _touch(self, key: str) -> None:
         """Mark a record fresh; a store that cannot be written then still answers from memory."""
         with contextlib.suppress(StoreError):
             self.store.touch(key)
 
     def _store_all(
-        self, analyzed: list[tuple[FileStat, Analyzed, bytes]]
+        self,
+        analyzed: list[tuple[FileStat, Analyzed, bytes]],
+        until: float | None = None,
+        per_doc: float = 0.0,
+        docs: int = 0,
     ) -> tuple[list[tuple[FileStat, Analyzed, FileRecord | None]], str | None]:
         """Write new records and load the ones the store already held, in one thread hop.
 
         A write that fails (a full disk) is remembered and the record still indexed in memory: the
         search answers from memory and says the index could not be saved.
+
+        Stops once ``time.monotonic()`` and the estimated rebuild of the delta (``docs``
+        documents and each record's, ``per_doc`` seconds each) reach until (past
+        MIN_APPLY_DOCS documents): the files not handled are left out of the answer (not read,
+        this refresh), and a record written for one stays in the store for the next.
         """
         out: list[tuple[FileStat, Analyzed, FileRecord | None]] = []
         error: str | None = None
+        stopped = False
         for stat, a, data in analyzed:
             if a.skip is not None or a.packed:
                 if a.store_error is not None:  # a worker could not write it (a full disk)
                     error = error or a.store_error
                 out.append((stat, a, None))
+                continue
+            if stopped or (
+                until is not None
+                and docs > MIN_APPLY_DOCS
+                and time.monotonic() + docs * per_doc >= until
+            ):
+                stopped = True
                 continue
             rec = a.record
             if rec is None:
@@ -307,6 +502,7 @@ class IndexerActor(Actor):
                 except StoreError as e:
                     error = str(e)
             out.append((stat, a, rec))
+            docs += rec.n_chunks
         return out, error
 
     async def _read_and_analyze(
@@ -316,6 +512,8 @@ class IndexerActor(Actor):
         found: list[TreeFound],
         progress: Progress | None = None,
         builder: TreeBuilder | None = None,
+        *,
+        post: float = 0.0,
     ) -> list[tuple[FileStat, Analyzed, bytes]]:
         """Read files through the guard in path order and analyse each as it arrives.
 
@@ -324,7 +522,9 @@ class IndexerActor(Actor):
         still being read. With a builder, a batch's postings come back as flat arrays and join
         it as they arrive (the files' records stay in the workers and the store). No read and
         no analysis starts past the deadline, and nothing is awaited past it (§5): what is not
-        done by then is simply not in this refresh.
+        done by then is simply not in this refresh. ``post`` is what the work after the reads
+        is estimated to cost whatever they read (rebuilding the delta as it is): reads stop
+        that much earlier.
         """
         loop = asyncio.get_running_loop()
         # §5's bound covers the whole refresh: reads stop early enough to leave time for storing
@@ -336,11 +536,11 @@ class IndexerActor(Actor):
         analysed = 0  # bytes analysed so far: what the merge after the reads will cost
         # What follows the reads is CPU work in this process: on a machine whose cores are busy
         # it gets a share of a core, and takes that much longer (docs/reliability.md, the bounds
-        # under load).
-        load = _load_factor()
-        post_per_byte = POST_SECONDS_PER_BYTE * load
+        # under load), as measured while this call runs.
+        load = self._contention.factor()
+        post_per_byte = POST_SECONDS_PER_BYTE * load * MARGIN
         # (At most the post share of a bound much shorter than §5's, as a test sets.)
-        hard -= min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
+        hard -= post + min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
 
         def may_start() -> bool:
             now = loop.time()
@@ -348,7 +548,6 @@ class IndexerActor(Actor):
 
         chunks_dir = str(self.store.directory)
         use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
-        sem = asyncio.Semaphore(READ_CONCURRENCY)
         done: dict[int, tuple[FileStat, Analyzed, bytes]] = {}
         batch: list[tuple[int, FileStat, bytes]] = []
         batch_bytes = 0
@@ -397,26 +596,23 @@ class IndexerActor(Actor):
 
         async def one(i: int, st: FileStat) -> None:
             nonlocal batch_bytes, read_bytes, analysed
-            async with sem:
-                if not may_start():
-                    return
-                decision = await self.read_guard.check_read(st.path, st.size)
-                if not decision.allowed:
-                    skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
-                    found.append(TreeFound(st, None, skip))
-                    if progress is not None:
-                        progress.advance(0)
-                    return
-                # A read in flight is not cancelled at the deadline (it takes milliseconds):
-                # cancelling an open in a worker thread would leave its file open.
-                me = asyncio.current_task()
+            decision = await self.read_guard.check_read(st.path, st.size)
+            if not decision.allowed:
+                skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
+                found.append(TreeFound(st, None, skip))
+                if progress is not None:
+                    progress.advance(0)
+                return
+            # A read in flight is not cancelled at the deadline (it takes milliseconds):
+            # cancelling an open in a worker thread would leave its file open.
+            me = asyncio.current_task()
+            if me is not None:
+                reading.add(me)
+            try:
+                data = await self._read_file(tree, st.path)
+            finally:
                 if me is not None:
-                    reading.add(me)
-                try:
-                    data = await self._read_file(tree, st.path)
-                finally:
-                    if me is not None:
-                        reading.discard(me)
+                    reading.discard(me)
             if data is not None:
                 read_bytes += len(data)
             if data is None or len(data) > MAX_FILE_BYTES:
@@ -441,7 +637,18 @@ class IndexerActor(Actor):
             log.info("cannot open the root %s: %s", self.root, e.strerror)
             found.extend(TreeFound(st, None, "gone") for st in stats)
             return []
-        readers = [asyncio.create_task(one(i, st)) for i, st in enumerate(stats)]
+        # A few readers take the files in turn (not a task a file: a tree of 20,000 files to read
+        # would make 20,000 tasks to start and, at the deadline, to cancel, seconds of a loaded
+        # core); each looks at the clock before it starts a file.
+        todo = iter(enumerate(stats))
+
+        async def reader() -> None:
+            for i, st in todo:
+                if not may_start():
+                    return
+                await one(i, st)
+
+        readers = [asyncio.create_task(reader()) for _ in range(min(READ_CONCURRENCY, len(stats)))]
         try:
             if readers:
                 await asyncio.wait(readers, timeout=max(0.0, deadline - loop.time()))
@@ -485,26 +692,6 @@ class IndexerActor(Actor):
             log.info("cannot read %s: %s", rel, e.strerror)
             return None
 
-    def _may_compact(self, deadline: float | None) -> bool:
-        if deadline is None:
-            return True
-        postings = self.tree.base.segment.n_postings + self.tree.delta.segment.n_postings
-        cost = postings * MERGE_SECONDS_PER_POSTING * _load_factor()
-        return asyncio.get_running_loop().time() + cost < deadline
-
-    def _should_snapshot(self, deadline: float | None) -> bool:
-        """Whether to write the snapshot now: the base is new, and there is time for it."""
-        if self.tree.dirty or self.tree.base is self._snapshot_base:
-            return False
-        if deadline is None:
-            return True
-        cost = 0.05 + self.tree.base.segment.n_postings * SNAPSHOT_SECONDS_PER_POSTING
-        return asyncio.get_running_loop().time() + cost < deadline
-
-    async def _save_snapshot(self) -> str | None:
-        base = self.tree.snapshot()
-        return await self._write_snapshot(base)
-
     async def _write_snapshot(self, base: TreeSegment) -> str | None:
         """Write base as the snapshot unless it already is; one write at a time."""
         async with self._snapshot_lock:
@@ -523,26 +710,28 @@ class IndexerActor(Actor):
             return None
 
     def _save_soon(self) -> None:
-        """Write the snapshot in the background when the base is new (not while a delta holds
-        changes: the next session then loads the base and takes the delta's records from the
-        chunk store)."""
-        if self.tree.dirty or self.tree.base is self._snapshot_base:
+        """Write the snapshot in the background when the base is new. A delta may hold changes
+        beside it: the next session loads the base and takes the delta's records from the chunk
+        store (as many as its first call has time for; the rest at the next)."""
+        if self.tree.base is self._snapshot_base:
             return
         if self._saving is not None and not self._saving.done():
             return  # the running write takes the newest base when it ends
         self._saving = asyncio.create_task(self._save_in_background())
 
     async def _save_in_background(self) -> None:
-        while not self.tree.dirty and self.tree.base is not self._snapshot_base:
+        while self.tree.base is not self._snapshot_base:
             base = self.tree.base
             err = await self._write_snapshot(base)
             if err is not None:
                 log.warning("snapshot %s not written: %s", self.snapshot_path, err)
+                self._snapshot_error = err  # said by the next call that waits for a snapshot
                 return
 
     # -- searching ------------------------------------------------------------------------
 
     async def _search(self, msg: SearchTree) -> TreeSearched:
+        self._install(at_once=False)  # a merge done since the refresh: taken when it is free
         tree = await asyncio.to_thread(Beneath, self.root)
         try:
             return await self._search_in(msg, tree)
@@ -569,13 +758,13 @@ class IndexerActor(Actor):
                 if not decision.allowed:
                     # §3: a refusal stops the search with the refusal as the answer, and drops
                     # the file from the tree's index.
-                    self.tree.apply({h.path: None})
+                    self._apply({h.path: None})
                     return TreeSearched(
                         (), self.tree.n_docs, len(self.tree.files), h.path, decision.reason
                     )
                 cache[h.path] = await self._read_file(tree, h.path)
             data = cache[h.path]
-            chunk = None if data is None else _chunk_lines(data, h.start, h.end)
+            chunk = None if data is None else chunk_lines(data, h.start, h.end)
             if not chunk:
                 gone.append(h.path)
                 continue
@@ -597,25 +786,24 @@ class IndexerActor(Actor):
         )  # fmt: skip
 
 
-def _load_factor() -> float:
-    """How much slower CPU work runs now than on an idle machine: the run queue per core (the
-    one-minute load average over the cores this process may use), at least 1 and at most 8."""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # pragma: no cover - no load average on this system
-        return 1.0
-    return min(LOAD_FACTOR_MAX, max(1.0, load / cpu_count()))
+def _never(tree: TreeIndex) -> bool:
+    """TreeIndex.apply's merge question, answered: the indexer merges in a thread of its own."""
+    return False
 
 
-def _chunk_lines(data: bytes, start: int, end: int) -> list[str]:
-    """Lines start to end (1-based, inclusive) of a file's bytes, as split_lines cuts them.
+def _compacted(tree: TreeIndex) -> TreeIndex:
+    """tree with its delta merged into a new base (in a thread: tree is a copy no one changes),
+    ready for a search."""
+    tree.compact()
+    tree.warm()
+    return tree
 
-    Only the bytes up to the chunk's end are split: a result near the top of a 1 MiB file does
-    not cost a split of the whole file.
-    """
-    parts = data.split(b"\n", end)
-    text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
-    return split_lines(text)[: end - start + 1] if start <= len(parts) else []
+
+def _built(builder: TreeBuilder) -> TreeIndex:
+    """The index of a first build, ready for a search (in a thread)."""
+    tree = TreeIndex(builder.finish())
+    tree.warm()
+    return tree
 
 
 def _size(tree: Beneath, rel: str) -> int:

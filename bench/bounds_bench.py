@@ -26,6 +26,11 @@ the session around the call. The bound holds when no update call took more than 
 search more than 10.5 s (the half second is the time a call may take to stop). The whole run is
 bounded by ``--max-seconds``: a session past it is killed and the run reported as cut short.
 This is a measurement, not a test; it exits 1 when a bound is broken.
+
+``BOUNDS_TRACE=1`` in the environment prints each session's refresher and indexer log at debug
+level on stderr, with milliseconds since the session began: the indexer times each phase of a
+refresh (the records' loading, the reads, storing, applying, the merge and the snapshot), the
+time left to its deadline and the slowdown it measured.
 """
 
 from __future__ import annotations
@@ -85,6 +90,12 @@ def prepare(name: str, files: int) -> Path:
 
 async def _session(spec: dict[str, Any]) -> list[dict[str, Any]]:
     from nodwyn_retrieval.entry import Engine
+
+    if os.environ.get("BOUNDS_TRACE"):
+        import logging
+
+        logging.basicConfig(format="%(relativeCreated)9.0f %(name)s %(message)s", stream=sys.stderr)
+        logging.getLogger("nodwyn_retrieval.actors").setLevel(logging.DEBUG)
 
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()

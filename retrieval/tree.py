@@ -497,6 +497,23 @@ class TreeIndex:
         if not self._live.any() or (big and (merge is None or merge(self))):
             self.compact()
 
+    def __copy__(self) -> TreeIndex:
+        """A copy that later changes to this index leave as it is: a merge of it may be made in
+        a thread (:meth:`compact`) while this index goes on changing."""
+        other = TreeIndex.__new__(TreeIndex)
+        other.__dict__.update(self.__dict__)
+        other._live = self._live.copy()  # the only parts apply changes in place
+        other._overrides = dict(self._overrides)
+        other.files = dict(self.files)
+        return other
+
+    def warm(self) -> None:
+        """Compute now what the first search would otherwise (each file's kind, the words of the
+        base's file names, each document's file): seconds on a big tree on a loaded machine."""
+        self._kinds()
+        self.base.files_named("")
+        self.base.file_of_doc()
+
     @property
     def dirty(self) -> bool:
         """Whether the base no longer holds the index as a whole (a snapshot would be stale)."""
