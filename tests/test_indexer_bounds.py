@@ -97,6 +97,19 @@ class Clock:
         self.monkeypatch.undo()
 
 
+def settle_at_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call reaches its deadline as it begins to wait for the merge and the snapshot (a
+    jump of the indexer's clock during the wait would move its deadline with it). A call
+    without a bound is taken as one at its deadline too: only the session's end waits."""
+    real = IndexerActor._settle
+
+    async def at_deadline(self: IndexerActor, deadline: float | None) -> str | None:
+        now = asyncio.get_running_loop().time()
+        return await real(self, now if deadline is None else min(deadline, now))
+
+    monkeypatch.setattr(IndexerActor, "_settle", at_deadline)
+
+
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     # A part of at most 2 documents is applied whatever the time: the rest of a call is cut.
@@ -258,11 +271,10 @@ async def test_a_merge_not_done_by_the_deadline_goes_on_and_a_later_call_takes_i
         snap = load_snapshot(snapshot_of(repo, dirs[0]))
         assert snap is not None
         big_change(repo, N // 2, "v2")  # half: the rest of the base stays, so a merge is due
-        clock = Clock(monkeypatch)
-        clock.during("_settle")
+        settle_at_deadline(monkeypatch)
         monkeypatch.setattr(indexer, "_compacted", held.hold(indexer._compacted))
         up = (await engine.index_update()).summary
-        assert held.started.is_set()
+        assert await asyncio.to_thread(held.started.wait, 10.0)  # goes on after the answer
         # The merge is held: the call answered all the same, every file indexed (in the delta).
         assert (up["files"], up["read"], up["not_read"], up["partial"]) == (N, N // 2, 0, False)
         await every_file_found_once(engine)
@@ -274,7 +286,7 @@ async def test_a_merge_not_done_by_the_deadline_goes_on_and_a_later_call_takes_i
         (repo / "m001.py").write_text("def while_merging():\n    pass\n")
         mid = await hits(engine, "while_merging")
         held.go.set()
-        clock.stop()
+        monkeypatch.undo()
         await asyncio.sleep(0)
         up2 = (await engine.index_update()).summary
         assert await hits(engine, "while_merging") == ["m001.py"]
@@ -302,12 +314,11 @@ async def test_a_snapshot_not_written_by_the_deadline_is_written_after_the_answe
     repo = make_repo(tmp_path / "repo", files())
     held = Held()
     monkeypatch.setattr(indexer, "write_atomic", held.hold(indexer.write_atomic))
-    clock = Clock(monkeypatch)
-    clock.during("_settle")
+    settle_at_deadline(monkeypatch)
     events: list[dict[str, Any]] = []
     async with await open_engine(repo, dirs, events) as engine:
         up = (await engine.index_update()).summary
-        assert held.started.is_set()
+        assert await asyncio.to_thread(held.started.wait, 10.0)  # goes on after the answer
         assert load_snapshot(snapshot_of(repo, dirs[0])) is None  # held: not written yet
         await every_file_found_once(engine)
         held.go.set()  # the session's end waits for it
