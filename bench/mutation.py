@@ -163,6 +163,7 @@ TESTS: dict[str, list[str]] = {
     "actors/indexer.py": [
         "test_indexer.py",
         "test_indexer_snapshot.py",
+        "test_indexer_bounds.py",
         "test_refresher.py",
         "test_scan_bounds.py",
     ],
