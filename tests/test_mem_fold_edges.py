@@ -8,7 +8,6 @@ Everything is read back through what a search and a recall read (LogView, MemInd
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,12 @@ from nodwyn_retrieval.retrieval.events import event_counts
 from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, postings_of, word_key
 
 from tests.support import Log
+from tests.test_mem import reference as mem_reference
+
+
+def reference(path: Path) -> dict[int, dict[int, int]]:
+    """Every ranked event's words as event_counts gives them, keyed as a .mem keys them."""
+    return mem_reference(path)[0]
 
 
 def test_word_keys_are_the_ones_a_mem_already_written_holds() -> None:
@@ -179,20 +184,6 @@ def test_past_255_kinds_the_rest_share_the_last_name(tmp_path: Path) -> None:
     assert named[:2] == ["person.message", "custom.kind000"]
     assert named[253] == "custom.kind252"
     assert named[254:] == ["custom.kind253"] * 48  # the 254th kind on: the last name
-
-
-def reference(path: Path) -> dict[int, dict[int, int]]:
-    """Every ranked event's words as event_counts gives them, keyed as a .mem keys them."""
-    out: dict[int, dict[int, int]] = {}
-    d = 0
-    for line in path.read_bytes().splitlines():
-        counts = event_counts(json.loads(line))
-        if counts is None:
-            continue
-        for w, c in counts.items():
-            out.setdefault(word_key(w), {})[d] = c
-        d += 1
-    return out
 
 
 @pytest.mark.parametrize(

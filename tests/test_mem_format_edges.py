@@ -22,7 +22,6 @@ from nodwyn_retrieval.store.mem import (
     VERSION,
     LogView,
     MemIndex,
-    build_mem,
     mem_path,
     postings_of,
     word_key,
@@ -31,6 +30,7 @@ from nodwyn_retrieval.store.mem import (
 from nodwyn_retrieval.store.mem_format import read_fields
 
 from tests.support import Log
+from tests.test_mem_edges import _rewritten as _encoded
 
 # The fixed head of the layout (store/mem.py): its fields by place, and the section table.
 HEAD = struct.Struct("<QQQQQQQQQB7xQQqqq32s32sII" + "QQI" * 15)
@@ -590,25 +590,6 @@ def test_events_are_found_by_any_seq_a_log_may_number_them_with(tmp_path: Path) 
 
 
 # -- the encoder, given a fold a .mem's reading or an extension made ------------------------------
-
-
-class _Base:
-    """What build_mem extends: a fold, as MemIndex.fold gives one."""
-
-    def __init__(self, fold: Any) -> None:
-        self._fold = fold
-        self.skipped = 0
-
-    def fold(self) -> Any:
-        return self._fold
-
-
-def _encoded(good: bytes, change: Any) -> bytes:
-    with MemIndex.from_bytes(good) as mem:
-        fold = mem.fold()
-        check = mem.check
-    change(fold)
-    return build_mem([], check=check, base=_Base(fold)).data  # type: ignore[arg-type]
 
 
 def _read(data: bytes) -> list[Any]:

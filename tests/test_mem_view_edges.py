@@ -6,7 +6,6 @@ where the ``.mem`` places it after the log changed under it.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -17,7 +16,6 @@ from typing import Any
 
 import pytest
 from nodwyn_retrieval.errors import FormatError, NotFound
-from nodwyn_retrieval.retrieval.events import event_counts
 from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.mem import (
     LOCK_NAME,
@@ -25,10 +23,15 @@ from nodwyn_retrieval.store.mem import (
     MemIndex,
     mem_path,
     postings_of,
-    word_key,
 )
 
 from tests.support import Log
+from tests.test_mem import reference as mem_reference
+
+
+def reference(path: Path) -> dict[int, dict[int, int]]:
+    """Every ranked event's words as event_counts gives them, keyed as a .mem keys them."""
+    return mem_reference(path)[0]
 
 
 def two_turns(path: Path) -> Log:
@@ -41,19 +44,6 @@ def two_turns(path: Path) -> Log:
     lg.result("func ScrubEnv(env []string)", path="env.go")
     lg.end_turn()
     return lg
-
-
-def reference(path: Path) -> dict[int, dict[int, int]]:
-    out: dict[int, dict[int, int]] = {}
-    d = 0
-    for line in path.read_bytes().splitlines():
-        counts = event_counts(json.loads(line))
-        if counts is None:
-            continue
-        for w, c in counts.items():
-            out.setdefault(word_key(w), {})[d] = c
-        d += 1
-    return out
 
 
 def test_a_directory_is_no_log(tmp_path: Path) -> None:
