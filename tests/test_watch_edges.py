@@ -1,0 +1,111 @@
+"""The tree's inotify watch at its edges: what it cannot account for is said unknown, so that the
+refresher lists and stats the whole tree (§5); what it can, it narrows (actors/_watch.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from nodwyn_retrieval.actors._watch import TreeWatch, available
+
+pytestmark = pytest.mark.skipif(not available(), reason="inotify is Linux's")
+
+
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("a\n")
+    (root / "sub" / "b.txt").write_text("b\n")
+    return root
+
+
+def test_a_directory_gone_before_it_is_watched_leaves_the_watch_whole(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    w = TreeWatch(root)
+    try:
+        # Gone already: its parent's events say so, and the rest is watched as before.
+        assert w.watch_dirs(["", "gone", "sub"]) is True
+        assert not w.broken
+        assert "watching 2 directories" in repr(w)
+        (root / "sub" / "b.txt").write_text("b2\n")
+        ch = w.drain()
+        assert (ch.unknown, ch.touched, ch.created) == (False, {"sub/b.txt"}, set())
+    finally:
+        w.close()
+
+
+def test_a_directory_that_cannot_be_watched_makes_every_change_unknown(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    w = TreeWatch(root)
+    try:
+        # A name too long for the system (not a directory gone): the watch is not whole.
+        assert w.watch_dirs(["", "x" * 5000]) is False
+        assert w.broken
+        assert "broken" in repr(w)
+        assert w.drain().unknown
+    finally:
+        w.close()
+
+
+def test_a_git_directory_that_cannot_be_watched_makes_every_change_unknown(
+    tmp_path: Path,
+) -> None:
+    root = tree(tmp_path)
+    w = TreeWatch(root, git_dir=root / "no-such-git-dir")
+    try:
+        assert w.watch_dirs([""]) is True
+        assert w.drain().unknown
+    finally:
+        w.close()
+
+
+def test_a_closed_watch_says_it_knows_nothing(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    w = TreeWatch(root)
+    w.watch_dirs([""])
+    w.close()
+    assert w.fd == -1
+    first = w.drain()
+    assert first.unknown
+    assert w.broken
+    assert w.drain().unknown  # and stays so
+    w.close()  # twice is harmless
+
+
+def test_a_watched_directory_moved_away_alone_is_unknown(tmp_path: Path) -> None:
+    # Only the subdirectory is watched: its move is one event of no name, alone in the queue.
+    root = tree(tmp_path)
+    w = TreeWatch(root)
+    try:
+        assert w.watch_dirs(["sub"]) is True
+        os.rename(root / "sub", tmp_path / "moved")
+        ch = w.drain()
+        assert ch.unknown
+        assert "watching 0 directories" in repr(w)
+    finally:
+        w.close()
+        shutil.rmtree(tmp_path / "moved", ignore_errors=True)
+
+
+def test_a_queue_that_overflowed_is_unknown(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    if limit > 200_000:
+        pytest.skip(f"the system queues {limit} events")
+    w = TreeWatch(root)
+    try:
+        w.watch_dirs([""])
+        a, b = root / "a.txt", root / "c.txt"
+        b.write_text("c\n")
+        for i in range(limit // 2 + 100):  # two files in turn: no two events in a row merge
+            os.utime(a, ns=(i, i))
+            os.utime(b, ns=(i, i))
+        assert w.drain().unknown
+        # Once read, the queue is empty again: a change after it is known.
+        a.write_text("a2\n")
+        ch = w.drain()
+        assert (ch.unknown, ch.touched) == (False, {"a.txt"})
+    finally:
+        w.close()
