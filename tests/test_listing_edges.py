@@ -1,0 +1,195 @@
+"""The refresh's listing at its edges: cut at a deadline and going on, git stopped, the walk's
+order and its ignore rules, and names that cannot be shown (actors/_listing.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from nodwyn_retrieval.actors import _listing
+from nodwyn_retrieval.actors._listing import Listing, ListingCut, list_tree
+from nodwyn_retrieval.errors import StoreError
+
+from tests.support import make_repo
+
+
+class Ticks:
+    """The listing's clock: one second more at every look, so a deadline falls between looks."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        clock = self
+
+        class Time:
+            @staticmethod
+            def monotonic() -> float:
+                clock.now += 1.0
+                return clock.now
+
+        monkeypatch.setattr(_listing, "time", Time)
+
+
+def plain_tree(root: Path, names: list[str]) -> Path:
+    for n in names:
+        (root / n).parent.mkdir(parents=True, exist_ok=True)
+        (root / n).write_text(n + "\n")
+    return root
+
+
+def run_out(listing: Listing, clock: Ticks, looks: int) -> list[bool]:
+    """Step the listing, each step given ``looks`` looks at the clock, until it is done."""
+    answers: list[bool] = []
+    while not answers or not answers[-1]:
+        answers.append(listing.step(clock.now + looks + 0.5))
+        assert len(answers) < 1000
+    return answers
+
+
+def test_a_listing_past_its_deadline_lists_nothing_and_says_so(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
+    listing = Listing(root, [])
+    assert "going 0 names" in repr(listing)
+    assert listing.step(float("-inf")) is False
+    assert (listing.names, listing.in_git, listing.done) == ([], False, False)
+    assert listing.step(float("inf")) is True
+    assert (listing.names, listing.in_git, listing.done) == (["a.py"], True, True)
+    # Done is done: a later step answers at once, the names as they were.
+    assert listing.step(float("-inf")) is True
+    assert listing.names == ["a.py"]
+    assert "done 1 names" in repr(listing)
+
+
+def test_git_stopped_at_the_deadline_is_run_again_at_the_next_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n", "b.py": "b\n"})
+    real = _listing._git_output
+    calls: list[float | None] = []
+
+    def stopped_once(r: Path, seconds: float | None) -> bytes | None:
+        calls.append(seconds)
+        if len(calls) == 1:
+            raise ListingCut("stopped")
+        return real(r, seconds)
+
+    monkeypatch.setattr(_listing, "_git_output", stopped_once)
+    listing = Listing(root, [])
+    assert listing.step(float("inf")) is False
+    assert (listing.names, listing.in_git, listing.done) == ([], False, False)
+    assert listing.step(float("inf")) is True
+    assert (sorted(listing.names), listing.in_git) == (["a.py", "b.py"], True)
+    assert len(calls) == 2
+
+
+def test_git_given_no_time_is_cut_and_git_past_its_own_bound_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
+    # A step whose deadline passes before git runs: git is given no time, is stopped, and the
+    # step says so.
+    clock = Ticks(monkeypatch)
+    listing = Listing(root, [])
+    assert listing.step(clock.now + 1.5) is False  # one look, then no time is left
+    assert listing.names == []
+    # git past its own bound, with no deadline to blame: an error that says so.
+    monkeypatch.setattr(_listing, "GIT_SECONDS", 1e-9)
+    monkeypatch.setattr(_listing, "time", time)
+    with pytest.raises(StoreError, match="took longer than"):
+        list_tree(root)
+
+
+def test_git_names_checked_a_part_at_a_time_go_on_from_where_they_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"f{i:02}.py": f"v{i}\n" for i in range(9)}
+    root = make_repo(tmp_path / "repo", files)
+    monkeypatch.setattr(Listing, "PARSE_EVERY", 2)
+    clock = Ticks(monkeypatch)
+    listing = Listing(root, [])
+    # git prints 9 names and an empty item after the last NUL: 5 parts of 2. A step looks at the
+    # clock as it begins, the first also before git, and each after a part that leaves more:
+    # the first step parses 2 parts (its third look is past its deadline), the second the other
+    # 3 (the look after the last part finds nothing left) and is done.
+    answers = run_out(listing, clock, looks=3)
+    assert answers == [False, True]
+    assert sorted(listing.names) == sorted(files)
+    assert len(listing.names) == len(set(listing.names))
+    # With time enough, parts of two are one step.
+    again = Listing(root, [])
+    assert again.step(float("inf")) is True
+    assert sorted(again.names) == sorted(files)
+
+
+def test_a_walk_cut_at_the_deadline_goes_on_in_order_and_lists_each_name_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"{d}/f{i}.txt" for d in ("a", "b", "c") for i in range(4)] + ["top.txt"]
+    root = plain_tree(tmp_path / "plain", names)
+    whole = list_tree(root)[0]
+    monkeypatch.setattr(Listing, "CHECK_EVERY", 2)
+    clock = Ticks(monkeypatch)
+    listing = Listing(root, [])
+    # A step looks at the clock as it begins and before git (no repository here), then after
+    # every second name: the first step walks 2 names, the next two 4 each, the last the 3 left
+    # and ends: 13 names in four steps.
+    answers = run_out(listing, clock, looks=2)
+    assert answers == [False, False, False, True]
+    assert listing.names == whole
+    assert listing.in_git is False
+    # With time enough, the walk is one step.
+    again = Listing(root, [])
+    assert again.step(float("inf")) is True
+    assert again.names == whole
+
+
+def test_the_walk_is_sorted_files_first_then_each_directory_in_name_order(
+    tmp_path: Path,
+) -> None:
+    root = plain_tree(tmp_path / "plain", ["b/x.txt", "a/y.txt", "c/z.txt", "m.txt", "k.txt"])
+    assert list_tree(root) == (["k.txt", "m.txt", "a/y.txt", "b/x.txt", "c/z.txt"], False)
+
+
+def test_a_directory_given_to_update_is_walked_whole_hidden_and_ignored_files_too(
+    tmp_path: Path,
+) -> None:
+    root = make_repo(
+        tmp_path / "repo",
+        {".gitignore": "build/\n", "a.py": "a\n"},
+    )
+    plain_tree(root, ["build/.hidden.txt", "build/out.log", "build/.gitignore"])
+    (root / "build" / ".gitignore").write_text("*.log\n")
+    listing = Listing(root, ["build"])
+    assert listing.step(float("inf")) is True
+    assert set(listing.names) == {
+        ".gitignore",
+        "a.py",
+        "build/.gitignore",
+        "build/.hidden.txt",
+        "build/out.log",
+    }
+
+
+def test_the_walks_ignore_rules_read_as_git_reads_them(tmp_path: Path) -> None:
+    root = plain_tree(
+        tmp_path / "plain",
+        ["#keep.txt", "logs", "x/logs/a.txt", "x/b.txt", "note.txt"],
+    )
+    (root / ".gitignore").write_text("# a comment\n#keep.txt\n\nlogs/\n")
+    # A comment is no pattern; "logs/" names directories only, not a file called logs.
+    assert sorted(list_tree(root)[0]) == ["#keep.txt", "logs", "note.txt", "x/b.txt"]
+
+
+def test_a_name_of_one_character_is_listed_by_git(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"a": "one\n", "bc": "two\n"})
+    assert sorted(list_tree(root)[0]) == ["a", "bc"]
+
+
+def test_a_name_that_is_not_utf8_is_left_out_of_a_walk_and_counted(tmp_path: Path) -> None:
+    root = plain_tree(tmp_path / "plain", ["ok.txt"])
+    bad = os.fsdecode(b"caf\xe9.txt")
+    (root / bad).write_text("x\n")
+    listing = Listing(root, [])
+    assert listing.step(float("inf")) is True
+    assert (listing.names, listing.bad_names) == (["ok.txt"], 1)
