@@ -149,12 +149,14 @@ TESTS: dict[str, list[str]] = {
     ],
     "actors/_fastpath.py": ["test_fastpath.py"],
     "actors/_listing.py": [
+        "test_listing_edges.py",
         "test_listing.py",
         "test_scan_bounds.py",
         "test_hostile_clone.py",
         "test_refresher.py",
     ],
     "actors/_watch.py": [
+        "test_watch_edges.py",
         "test_refresher.py",
         "test_refresher_edges.py",
         "test_listing.py",
