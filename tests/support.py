@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,19 @@ class Log:
         seq = self.add("turn.end")
         self.turn += 1
         return seq
+
+
+def shifted_time(offset: Callable[[], float]) -> Any:
+    """A stand-in for the ``time`` module whose monotonic clock runs ``offset()`` seconds ahead
+    (a module's deadlines made to pass, or not, without waiting); its other clocks are time's."""
+
+    class Time:
+        @staticmethod
+        def monotonic() -> float:
+            return time.monotonic() + offset()
+
+        perf_counter = staticmethod(time.perf_counter)
+        thread_time = staticmethod(time.thread_time)
+        time = staticmethod(time.time)
+
+    return Time

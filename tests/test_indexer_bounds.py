@@ -35,7 +35,7 @@ from nodwyn_retrieval.retrieval.tree import TreeIndex
 from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
 from nodwyn_retrieval.store.paths import project_dirs, project_key
 
-from tests.support import make_repo
+from tests.support import make_repo, shifted_time
 
 N = 40
 _C = "bcdfghjklmnpqrtvwz"
@@ -56,16 +56,7 @@ class Clock:
         self.monkeypatch = monkeypatch
         clock = self
 
-        class Time:
-            @staticmethod
-            def monotonic() -> float:
-                return time.monotonic() + clock.offset
-
-            perf_counter = staticmethod(time.perf_counter)
-            thread_time = staticmethod(time.thread_time)
-            time = staticmethod(time.time)
-
-        monkeypatch.setattr(indexer, "time", Time)
+        monkeypatch.setattr(indexer, "time", shifted_time(lambda: clock.offset))
 
     def during(self, name: str) -> None:
         """Jump while IndexerActor.<name> runs (every call of it from now on)."""

@@ -14,7 +14,6 @@ while it stats a part of the names, and the parts are made small.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.store.manifest import load_manifest, manifest_path
 from nodwyn_retrieval.store.paths import project_dirs, project_key
 
-from tests.support import make_repo
+from tests.support import make_repo, shifted_time
 
 OLD = ["aardvark", "bonobo", "caracal", "dingo", "echidna", "fossa", "gerenuk", "hyrax"]
 OLD += ["ibex", "jackal"]
@@ -59,14 +58,6 @@ class Clock:
         real_ls = _listing._git_output
         clock = self
 
-        class Time:
-            @staticmethod
-            def monotonic() -> float:
-                return time.monotonic() + clock.offset
-
-            perf_counter = staticmethod(time.perf_counter)
-            time = staticmethod(time.time)
-
         def stat_all(root: Path, paths: list[str]) -> list[FileStat | None]:
             self.stated.extend(paths)
             if self.cut:
@@ -77,7 +68,7 @@ class Clock:
             self.listed += 1
             return real_ls(root, seconds)
 
-        monkeypatch.setattr(refresher, "time", Time)
+        monkeypatch.setattr(refresher, "time", shifted_time(lambda: clock.offset))
         monkeypatch.setattr(refresher, "_stat_all", stat_all)
         monkeypatch.setattr(refresher, "SCAN_CHUNK", PART)
         monkeypatch.setattr(_listing, "_git_output", git_output)
