@@ -18,11 +18,7 @@ from nodwyn_retrieval.retrieval.event_render import (
 from nodwyn_retrieval.retrieval.events import Call, Card, event_text
 from nodwyn_retrieval.retrieval.render import best_lines
 
-CANARY = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
-
-
-def ev(kind: str, seq: int = 1, turn: int = 1, **fields: Any) -> dict[str, Any]:
-    return {"seq": seq, "ts": "2026-10-15T09:00:00Z", "kind": kind, "turn": turn, **fields}
+from tests.test_events_edges import CANARY, ev
 
 
 def plan(*lines: str, seq: int = 1) -> Any:
