@@ -139,13 +139,17 @@ class IndexerActor(Actor):
         return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
 
     async def on_start(self) -> None:
+        # Not awaited: the session opens and the refresher lists the tree while the snapshot is
+        # read and warmed; every message waits for it.
+        self._warming = asyncio.ensure_future(self._load())
+
+    async def _load(self) -> None:
         base, dropped = await asyncio.to_thread(read_snapshot, self.snapshot_path)
         self._rebuilt += int(dropped)  # reported by the next index.update record
         if base is not None:
             self.tree = TreeIndex(base)
             self._snapshot_base = base
-            # Not awaited: the refresher lists the tree meanwhile; every message waits for it.
-            self._warming = asyncio.ensure_future(asyncio.to_thread(self.tree.warm))
+            await asyncio.to_thread(self.tree.warm)
 
     async def on_stop(self) -> None:
         # What this session read is kept for the next one, even when no call had time to save
