@@ -61,6 +61,7 @@ FIRST_LINE_WEIGHT = 3
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
+_KIND_CODES = {k: i for i, k in enumerate(KINDS)}
 _STEM_PREFIX = 3
 """A word's forms are listed from a sorted vocabulary by their common prefix when it has at
 least this many letters,"""
@@ -118,8 +119,8 @@ class TreeSegment:
     document's lines.
     """
 
-    __slots__ = ("_file_of_doc", "_names", "ends", "file_docs", "files", "keys", "segment",
-                 "starts")  # fmt: skip
+    __slots__ = ("_file_of_doc", "_name_stems", "_names", "ends", "file_docs", "files", "keys",
+                 "segment", "starts")  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - the parts of a segment, always passed in this order
         self,
@@ -138,15 +139,24 @@ class TreeSegment:
         self.ends = ends
         self._file_of_doc: I64 | None = None
         self._names: dict[str, I64] | None = None
+        self._name_stems: dict[int, tuple[str, ...]] = {}
+
+    def name_stems(self, f: int) -> tuple[str, ...]:
+        """The stems of the words of file f's name (its extension left out), each once, in the
+        order they come (computed when first asked)."""
+        got = self._name_stems.get(f)
+        if got is None:
+            base = self.files[f].rsplit("/", 1)[-1]
+            base = base.split(".", 1)[0] if not base.startswith(".") else base
+            got = self._name_stems[f] = tuple(dict.fromkeys(stem(w) for w in words(base)))
+        return got
 
     def files_named(self, stem_word: str) -> I64:
         """The files whose name (its extension left out) holds a word of this stem."""
         if self._names is None:
             named: dict[str, list[int]] = {}
-            for f, path in enumerate(self.files):
-                base = path.rsplit("/", 1)[-1]
-                base = base.split(".", 1)[0] if not base.startswith(".") else base
-                for w in dict.fromkeys(stem(w) for w in words(base)):
+            for f in range(len(self.files)):
+                for w in self.name_stems(f):
                     named.setdefault(w, []).append(f)
             self._names = {w: np.asarray(fs, dtype=np.int64) for w, fs in named.items()}
         return self._names.get(stem_word, _NO_FILES)
@@ -449,7 +459,7 @@ class TreeIndex:
         self._kind_delta: TreeSegment | None = None
         self._legacy: frozenset[str] = frozenset()
         self._base_kinds: I64 = np.zeros(0, dtype=np.int64)
-        self._all_kinds: I64 = np.zeros(0, dtype=np.int64)
+        self._delta_kinds: I64 = np.zeros(0, dtype=np.int64)
 
     def __repr__(self) -> str:
         return (
@@ -508,10 +518,11 @@ class TreeIndex:
         return other
 
     def warm(self) -> None:
-        """Compute now what the first search would otherwise (each file's kind, the words of the
-        base's file names, each document's file): seconds on a big tree on a loaded machine."""
-        self._kinds()
-        self.base.files_named("")
+        """Compute now what every search needs (each document's file, the tree's versioned
+        directories). A file's kind and the words of its name are computed when a search first
+        ranks the file: for every file at once they take seconds on a big tree on a loaded
+        machine, most of them for files the first search does not rank."""
+        self._kinds_of(_NO_FILES)
         self.base.file_of_doc()
 
     @property
@@ -574,30 +585,35 @@ class TreeIndex:
             Part(self.delta.segment, None, delta_allow),
         ]
 
-    def _kinds(self) -> I64:
-        """Each file's kind as an index into KINDS, base files then delta files (cached).
-
-        The tree's versioned directories are those of the base: a delta holds few files.
-        """
-        codes = {k: i for i, k in enumerate(KINDS)}
+    def _kinds_of(self, keys: I64) -> I64:
+        """The kinds of these files (keys: an index in base, or n_base + an index in delta), each
+        an index into KINDS. A base file's kind is computed once, when first asked; the delta's
+        (few files) all at once when it changes. The tree's versioned directories are those of
+        the base."""
         if self._kind_base is not self.base:
             self._legacy = legacy_dirs(self.base.files)
-            self._base_kinds = np.fromiter(
-                (codes[file_kind(p, self._legacy)] for p in self.base.files),
-                np.int64,
-                len(self.base.files),
-            )
+            self._base_kinds = np.full(len(self.base.files), -1, dtype=np.int64)
             self._kind_base = self.base
             self._kind_delta = None
         if self._kind_delta is not self.delta:
-            delta = np.fromiter(
-                (codes[file_kind(p, self._legacy)] for p in self.delta.files),
+            self._delta_kinds = np.fromiter(
+                (_KIND_CODES[file_kind(p, self._legacy)] for p in self.delta.files),
                 np.int64,
                 len(self.delta.files),
             )
-            self._all_kinds = np.concatenate((self._base_kinds, delta))
             self._kind_delta = self.delta
-        return self._all_kinds
+        n_base = len(self.base.files)
+        in_base = keys < n_base
+        base_keys = keys[in_base]
+        known = self._base_kinds
+        todo = np.unique(base_keys[known[base_keys] < 0]).tolist()
+        if todo:
+            files, legacy = self.base.files, self._legacy
+            known[todo] = [_KIND_CODES[file_kind(files[f], legacy)] for f in todo]
+        out = np.empty(keys.shape[0], dtype=np.int64)
+        out[in_base] = known[base_keys]
+        out[~in_base] = self._delta_kinds[keys[~in_base] - n_base]
+        return out
 
     def has_word(self, word: str) -> bool:
         """Whether any chunk of the index holds word."""
@@ -670,7 +686,6 @@ class TreeIndex:
         if not scored:
             return [], []
         trees = (self.base, self.delta)
-        kinds = self._kinds()
         n_base = len(self.base.files)
         # A file's key: its index in base, or n_base + its index in delta.
         fk: list[I64] = []
@@ -695,7 +710,7 @@ class TreeIndex:
         prior = np.asarray(
             [1.0 if k in lifted else ranking.priors.get(k, 1.0) for k in KINDS], np.float64
         )
-        kind = kinds[files]
+        kind = self._kinds_of(files)
         factor = prior[kind]
         versions = versions_named(query)
         if versions and "legacy" not in lifted:
@@ -713,12 +728,17 @@ class TreeIndex:
             for w, q in query.items():
                 s = stem(w)
                 qstems[s] = max(qstems.get(s, 0.0), q)
-            named = np.zeros(n_base + len(self.delta.files), dtype=np.float64)
-            for s, q in qstems.items():
-                named[self.base.files_named(s)] += q
-                if self.delta.files:
-                    named[n_base + self.delta.files_named(s)] += q
-            share = np.minimum(named[files] / weight, 1.0)
+            # Each ranked file's share, its stems' weights added in the query's order.
+            named = np.zeros(files.shape[0], dtype=np.float64)
+            for i, f in enumerate(files.tolist()):
+                held = (self.base, f) if f < n_base else (self.delta, f - n_base)
+                stems = held[0].name_stems(held[1])
+                total_q = 0.0
+                for s, q in qstems.items():
+                    if s in stems:
+                        total_q += q
+                named[i] = total_q
+            share = np.minimum(named / weight, 1.0)
             total = total * (1.0 + ranking.name * np.sqrt(share))
         rank_files = np.lexsort((files, -total))
         # The chunks shown: each file's best, and more of it that score near its best.
