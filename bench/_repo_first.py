@@ -47,7 +47,9 @@ def _build(root: Path, data: Path, config: Path, work: Path) -> None:
         child.close()
 
 
-def sessions(root: Path, data: Path, config: Path, work: Path, queries: list[str], n: int) -> None:
+def sessions(
+    root: Path, data: Path, config: Path, work: Path, *, queries: list[str], n: int
+) -> None:
     runs: list[dict[str, Any]] = []
     for s in range(n):
         q = queries[s % len(queries)]
@@ -117,7 +119,7 @@ def main() -> int:
     if args.sessions:
         if not data.exists():
             _build(root, data, config, work)
-        sessions(root, data, config, work, queries, args.sessions)
+        sessions(root, data, config, work, queries=queries, n=args.sessions)
     if args.cold:
         cold(root, work, queries, args.cold)
     print(f"load at the end {loadavg()}", flush=True)
