@@ -11,8 +11,8 @@ The storage rules (ADR 0050 §4, amendment 2026-10-16) say that what is stored i
 that does not decode is rebuilt, never trusted and never a crash; and that decoding bounds every
 size by the bytes that hold it. So :func:`decode`:
 
-- gives msgpack's ``Unpacker`` the payload's own length as the limit of every string, byte string,
-  array and map length and of its buffer: a declared length can never exceed the bytes that would
+- gives msgpack's ``unpackb`` the payload's own length as the limit of every string, byte string,
+  array and map length: a declared length can never exceed the bytes that would
   hold it, so a header claiming four billion elements is refused before anything is allocated;
 - inflates at most :data:`MAX_RATIO` times the compressed bytes (and at most ``max_size``), so a
   zlib bomb is refused after a bounded allocation; :func:`encode` stores uncompressed what it
@@ -150,20 +150,21 @@ def decode(magic: bytes, version: int, data: bytes, *, max_size: int = MAX_SIZE)
     body = view[HEADER.size :]
     raw: bytes | memoryview = _inflate(body, max_size) if flags & FLAG_ZLIB else body
     n = max(len(raw), 1)
-    unpacker = msgpack.Unpacker(
-        raw=False,
-        strict_map_key=True,
-        ext_hook=_no_ext,
-        max_buffer_size=n,
-        max_str_len=n,
-        max_bin_len=n,
-        max_array_len=n,
-        max_map_len=n,
-        max_ext_len=n,
-    )
     try:
-        unpacker.feed(raw)
-        obj: object = unpacker.unpack()
+        # Parsed where it lies (an Unpacker would first copy the whole payload into its buffer).
+        obj: object = msgpack.unpackb(
+            raw,
+            raw=False,
+            strict_map_key=True,
+            ext_hook=_no_ext,
+            max_str_len=n,
+            max_bin_len=n,
+            max_array_len=n,
+            max_map_len=n,
+            max_ext_len=n,
+        )
+    except msgpack.ExtraData as exc:
+        _bad(f"{len(exc.extra)} trailing bytes after the payload")
     except msgpack.OutOfData:
         _bad("truncated payload")
     except (
@@ -173,7 +174,11 @@ def decode(magic: bytes, version: int, data: bytes, *, max_size: int = MAX_SIZE)
         OverflowError,
         RecursionError,
     ) as exc:
+        if type(exc) is ValueError and str(exc) == _INCOMPLETE:
+            _bad("truncated payload")
         _bad(f"corrupt payload ({type(exc).__name__}: {exc})")
-    if unpacker.tell() != len(raw):
-        _bad(f"{len(raw) - unpacker.tell()} trailing bytes after the payload")
     return obj
+
+
+# What ``msgpack.unpackb`` says of a payload that ends inside an object.
+_INCOMPLETE = "Unpack failed: incomplete input"
