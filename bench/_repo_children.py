@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -97,6 +98,12 @@ def peer_child(kind: str, root: Path, log: Path) -> Child:
 # -- this project's child ------------------------------------------------------------------------
 
 
+def _cpu() -> float:
+    """CPU seconds of this process (all its threads) and of its children waited for (git)."""
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
+
+
 def serve_ours(
     root: Path, data: Path, config: Path, workers: int | None, profile_out: Path | None
 ) -> None:
@@ -148,12 +155,14 @@ def serve_ours(
                 if op == "open":
                     ans: dict[str, Any] = {"seconds": await open_engine()}
                 elif op == "first":
+                    cpu0 = _cpu()
                     opened = await open_engine()
                     s = await search(req["q"])
                     ans = {
                         "open": opened,
                         "search": s,
                         "seconds": opened + s["seconds"],
+                        "cpu": _cpu() - cpu0,
                         "import": t_import,
                         "since_start": time.perf_counter() - t_start,
                         "mem_import": mem_import,

@@ -63,7 +63,8 @@ def sessions(
         runs.append(a)
         print(
             f"  {s}: first {a['seconds'] * 1e3:7.1f} ms (open {a['open'] * 1e3:6.1f}, search "
-            f"{a['search']['seconds'] * 1e3:6.1f}; partial {a['search']['partial']}) "
+            f"{a['search']['seconds'] * 1e3:6.1f}; partial {a['search']['partial']}; CPU "
+            f"{a['cpu'] * 1e3:6.1f} ms) "
             f"rg {rg * 1e3:6.1f} ms; {q!r}",
             flush=True,
         )
@@ -72,7 +73,8 @@ def sessions(
     rg = med(a["rg"] for a in runs)
     print(
         f"median: first {first * 1e3:.1f} ms (open {med(a['open'] for a in runs) * 1e3:.1f}, "
-        f"search {med(a['search']['seconds'] for a in runs) * 1e3:.1f}); rg {rg * 1e3:.1f} ms; "
+        f"search {med(a['search']['seconds'] for a in runs) * 1e3:.1f}; CPU "
+        f"{med(a['cpu'] for a in runs) * 1e3:.1f}); rg {rg * 1e3:.1f} ms; "
         f"ratio {first / rg:.2f}x",
         flush=True,
     )
