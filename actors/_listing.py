@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nodwyn_retrieval.errors import StoreError
 from nodwyn_retrieval.guard.beneath import Beneath, clean_relative
-from nodwyn_retrieval.store.paths import git_repo
+from nodwyn_retrieval.store.paths import GitRepo, git_repo
 
 __all__ = ["Listing", "ListingCut", "git_ls_files", "list_tree", "walk_dir"]
 
@@ -61,11 +61,18 @@ def _warn_bad(root: Path, bad: int) -> None:
                     bad, root)  # fmt: skip
 
 
-def _git_output(root: Path, seconds: float | None) -> bytes | None:
-    """What ``git ls-files`` prints for root (as :func:`git_ls_files` runs it), or None."""
+def _git_output(
+    root: Path, seconds: float | None, found: list[GitRepo] | None = None
+) -> bytes | None:
+    """What ``git ls-files`` prints for root (as :func:`git_ls_files` runs it), or None.
+
+    found, when given, receives the repository git was run in (its git directory is what a
+    watch of the tree also watches)."""
     repo = git_repo(root)
     if repo is None:
         return None
+    if found is not None:
+        found.append(repo)
     here = Path(os.path.realpath(root))
     if here != repo.work_tree and repo.work_tree not in here.parents:
         return None  # pragma: no cover - git_repo found root or an ancestor of it
@@ -261,6 +268,7 @@ class Listing:
         self.extra = list(extra)
         self.names: list[str] = []
         self.in_git = False
+        self.git_dir: Path | None = None  # the repository's, once git has listed the tree
         self.done = False
         self.bad_names = 0
         self._seen: set[str] = set()
@@ -292,11 +300,13 @@ class Listing:
             return False
         if self._walks is None:
             if self._items is None:
+                found: list[GitRepo] = []
                 try:
-                    out = _git_output(self.root, until - time.monotonic())
+                    out = _git_output(self.root, until - time.monotonic(), found)
                 except ListingCut:
                     return False
                 self.in_git = out is not None
+                self.git_dir = found[0].git_dir if self.in_git and found else None
                 self._items = [] if out is None else out.split(b"\0")
             # git's names are checked and decoded a part at a time, and go on at the next step.
             items = self._items

@@ -329,11 +329,15 @@ class RefresherActor(Actor):
                 self._scan.listing.close()
             self._scan = None
 
-    def _start_watch(self, in_git: bool) -> None:
+    def _start_watch(self, in_git: bool, git_dir: Path | None = None) -> None:
+        """Watch the tree; in git, its git directory too (the listing's, else found again)."""
         if not watch_available():
             self._watch_wanted = False
             return
-        git_dir = _git_dir(self.root) if in_git else None
+        if not in_git:
+            git_dir = None
+        elif git_dir is None:
+            git_dir = _git_dir(self.root)
         try:
             self._watch = TreeWatch(self.root, git_dir)
         except OSError:
@@ -393,7 +397,7 @@ class RefresherActor(Actor):
         self._bad_names = listing.bad_names
         names = sorted(listing.names)
         if self._watch is None and self._watch_wanted:
-            self._start_watch(listing.in_git)
+            self._start_watch(listing.in_git, listing.git_dir)
         if self._watch is not None and not self._watch.broken:
             dirs = _dirs_of(names)
             dirs.update(listing.extra)

@@ -206,3 +206,26 @@ def test_ranking_by_name_and_kind_is_the_same_asked_first_or_after_a_warm_index(
     warm_index._kinds_of(np.arange(len(warm_index.base.files), dtype=np.int64))
     assert warm_index.rank_files(query, 10) == cold
     assert cold[0], "the query ranks something"
+
+
+@pytest.mark.asyncio
+async def test_the_watch_takes_the_listings_git_directory_and_sees_an_exclude_written_there(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors import refresher
+
+    def no_second_look(root: Path) -> Path | None:
+        raise AssertionError("the git directory was looked up again after the listing")
+
+    monkeypatch.setattr(refresher, "_git_dir", no_second_look)
+    data, config = dirs
+    root = make_repo(tmp_path / "repo", FILES)
+    async with await Engine.open(root, data_dir=data, config_dir=config, workers=1) as engine:
+        assert await _hits(engine, "walrus") == ["pkg/alpha.py"]
+        (root / "pkg/extra.py").write_text("def extra_albatross():\n    pass\n")
+        assert await _hits(engine, "albatross") == ["pkg/extra.py"]
+        # An exclude written in the git directory: only the watch of that directory tells.
+        with (root / ".git/info/exclude").open("a") as f:
+            f.write("pkg/extra.py\n")
+        assert await _hits(engine, "albatross") == []
+        assert await _hits(engine, "walrus") == ["pkg/alpha.py"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodwyn_retrieval.actors import _listing
@@ -68,11 +69,11 @@ def test_git_stopped_at_the_deadline_is_run_again_at_the_next_step(
     real = _listing._git_output
     calls: list[float | None] = []
 
-    def stopped_once(r: Path, seconds: float | None) -> bytes | None:
+    def stopped_once(r: Path, seconds: float | None, *found: Any) -> bytes | None:
         calls.append(seconds)
         if len(calls) == 1:
             raise ListingCut("stopped")
-        return real(r, seconds)
+        return real(r, seconds, *found)
 
     monkeypatch.setattr(_listing, "_git_output", stopped_once)
     listing = Listing(root, [])
@@ -193,3 +194,20 @@ def test_a_name_that_is_not_utf8_is_left_out_of_a_walk_and_counted(tmp_path: Pat
     listing = Listing(root, [])
     assert listing.step(float("inf")) is True
     assert (listing.names, listing.bad_names) == (["ok.txt"], 1)
+
+
+def test_a_git_listing_says_its_git_directory_and_a_walk_says_none(tmp_path: Path) -> None:
+    from nodwyn_retrieval.store.paths import git_repo
+
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
+    listing = Listing(root, [])
+    assert listing.step(float("inf"))
+    repo = git_repo(root)
+    assert repo is not None
+    assert (listing.in_git, listing.git_dir) == (True, repo.git_dir)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "b.py").write_text("b\n")
+    walk = Listing(plain, [])
+    assert walk.step(float("inf"))
+    assert (walk.names, walk.in_git, walk.git_dir) == (["b.py"], False, None)

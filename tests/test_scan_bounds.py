@@ -64,9 +64,9 @@ class Clock:
                 self.offset += 3600.0  # an hour passes while this part is stat-ed
             return real_stat(root, paths)
 
-        def git_output(root: Path, seconds: float | None) -> bytes | None:
+        def git_output(root: Path, seconds: float | None, *found: Any) -> bytes | None:
             self.listed += 1
-            return real_ls(root, seconds)
+            return real_ls(root, seconds, *found)
 
         monkeypatch.setattr(refresher, "time", shifted_time(lambda: clock.offset))
         monkeypatch.setattr(refresher, "_stat_all", stat_all)
