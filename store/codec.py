@@ -164,7 +164,8 @@ def decode(magic: bytes, version: int, data: bytes, *, max_size: int = MAX_SIZE)
             max_ext_len=n,
         )
     except msgpack.ExtraData as exc:
-        _bad(f"{len(exc.extra)} trailing bytes after the payload")
+        extra: bytes = getattr(exc, "extra", b"")  # the bytes after the object (not in the stubs)
+        _bad(f"{len(extra)} trailing bytes after the payload")
     except msgpack.OutOfData:
         _bad("truncated payload")
     except (
