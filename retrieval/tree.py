@@ -11,6 +11,7 @@ rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,16 @@ U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
 _KIND_CODES = {k: i for i, k in enumerate(KINDS)}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _name_stems(name: str) -> tuple[str, ...]:
+    """The stems of the words of a file name, its extension left out, each once: many files of a
+    tree share a name (``__init__.py``, ``index.js``), and a name's words cost microseconds."""
+    base = name.split(".", 1)[0] if not name.startswith(".") else name
+    return tuple(dict.fromkeys(stem(w) for w in words(base)))
+
+
 _STEM_PREFIX = 3
 """A word's forms are listed from a sorted vocabulary by their common prefix when it has at
 least this many letters,"""
@@ -146,9 +157,7 @@ class TreeSegment:
         order they come (computed when first asked)."""
         got = self._name_stems.get(f)
         if got is None:
-            base = self.files[f].rsplit("/", 1)[-1]
-            base = base.split(".", 1)[0] if not base.startswith(".") else base
-            got = self._name_stems[f] = tuple(dict.fromkeys(stem(w) for w in words(base)))
+            got = self._name_stems[f] = _name_stems(self.files[f].rsplit("/", 1)[-1])
         return got
 
     def files_named(self, stem_word: str) -> I64:
