@@ -78,6 +78,11 @@ POST_SHARE = 0.15
 # reads is multiplied by the slowdown measured as the call runs (actors/_work.Contention: the
 # time this process's threads waited for a CPU against the time they ran), not by the load.
 POST_SECONDS_PER_BYTE = 1.25e-7
+# A first build (an empty index, built as the batches arrive) leaves less after the reads: the sort
+# and merge of the postings' runs (TreeBuilder.finish) and the snapshot. Measured on the git corpus
+# (a first build cut at 2,701 files, about 26 MB): 3.0 s and 0.8 s at a slowdown of 7.8, so about
+# 1.9e-8 s a byte per unit of slowdown; taken twice that, MARGIN on top.
+BUILD_POST_SECONDS_PER_BYTE = 4e-8
 # And this much whatever was read (storing, the manifest's save), on an idle core.
 POST_FIXED_SECONDS = 0.3
 # Rebuilding the delta (TreeIndex.apply builds it again from every changed file) costs about this
@@ -542,7 +547,8 @@ class IndexerActor(Actor):
         # it gets a share of a core, and takes that much longer (docs/reliability.md, the bounds
         # under load), as measured while this call runs.
         load = self._contention.factor()
-        post_per_byte = POST_SECONDS_PER_BYTE * load * MARGIN
+        per_byte = POST_SECONDS_PER_BYTE if builder is None else BUILD_POST_SECONDS_PER_BYTE
+        post_per_byte = per_byte * load * MARGIN
         # (At most the post share of a bound much shorter than §5's, as a test sets.)
         hard -= post + min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
 
