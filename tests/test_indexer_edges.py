@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import types
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -374,16 +375,21 @@ async def test_a_build_whose_records_cannot_be_stored_says_the_first_error_and_a
         async with tree.session() as actor:
             done = await index(actor, tree.stat(*tree.all()))
             hits = [await found(actor, WORDS[i]) for i in range(12)]
+            # A later update (records made one a file, not packed into a build) says it too.
+            later = await index(actor, change(tree, range(4, 7), "v2"))
+            later_hits = [await found(actor, WORDS[i]) for i in range(12)]
     finally:
         if tree.pool is not None:
             await tree.pool.close()
     assert read_paths(done) == tree.all()
     assert len(keys(done)) == 12
-    assert hits == [[name(i)] for i in range(12)]
+    assert hits == later_hits == [[name(i)] for i in range(12)]
     # The error said is the first record's, in path order: "<reason> writing <its path>".
-    first = ChunkStore(tree.chunks).path(keys(done)[name(0)])
-    assert done.store_error is not None
-    assert done.store_error.endswith(f" writing {first}")
+    for call, first in ((done, name(0)), (later, name(4))):
+        path = ChunkStore(tree.chunks).path(keys(call)[first])
+        assert call.store_error is not None
+        assert call.store_error.endswith(f" writing {path}")
+    assert read_paths(later) == [name(4), name(5), name(6)]
 
 
 @pytest.mark.asyncio
@@ -445,3 +451,142 @@ async def test_a_merge_done_while_a_later_call_waits_is_taken_with_the_changes_m
     assert at_answer[name(10)] == keys(first)[name(10)] != keys(since)[name(10)]
     assert hits == [[name(i)] for i in range(N)]
     assert held.calls == 1
+
+
+# -- the estimate of a delta document's cost -----------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("rate", "cut"), [(2.0, True), (0.5, False)])
+async def test_a_documents_cost_is_its_measured_rate_times_the_slowdown_and_the_margin(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, rate: float, cut: bool
+) -> None:
+    """At the 16th record 15 are loaded: 15 x rate x slowdown 2 x margin 1.5 against the 60 s left
+    (2.0: 90 s, stopped; 0.5: 22.5 s, not). A rate divided by the slowdown, or by the margin,
+    would not stop at 2.0 (22.5 s, 40 s); an estimate near three times as big would at 0.5."""
+    target = await first_build(tree)
+    tree.snap.unlink()
+    async with tree.session() as actor:
+        actor._apply_rate = rate
+        monkeypatch.setattr(actor._contention, "factor", lambda: 2.0)
+        done = await index(actor, (), dict(target))
+    assert done.not_loaded == (tuple(name(i) for i in range(15, N)) if cut else ())
+
+
+# -- the reads' share of the bound ----------------------------------------------------------------
+
+
+class LoopClock:
+    """The indexer's event-loop clock (``loop.time()``, the clock of a call's deadline), moved
+    ``offset`` seconds ahead once a number of files are read; every other clock is left alone.
+    The files are read one at a time, so that what is read before the jump is certain."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, after: int, offset: float) -> None:
+        self.offset = 0.0
+        self.reads = 0
+        clock = self
+
+        class Loop:
+            def __init__(self, real: asyncio.AbstractEventLoop) -> None:
+                self.real = real
+
+            def time(self) -> float:
+                return self.real.time() + clock.offset
+
+        shifted = types.SimpleNamespace(**vars(asyncio))
+        shifted.get_running_loop = lambda: Loop(asyncio.get_running_loop())
+        monkeypatch.setattr(indexer, "asyncio", shifted)
+        monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
+        real_read = IndexerActor._read_file
+
+        async def read(self: IndexerActor, tree: Any, rel: str) -> bytes | None:
+            data = await real_read(self, tree, rel)
+            clock.reads += 1
+            if clock.reads == after:
+                clock.offset = offset
+            return data
+
+        monkeypatch.setattr(IndexerActor, "_read_file", read)
+
+
+def slowdown(monkeypatch: pytest.MonkeyPatch, actor: IndexerActor, factor: float) -> None:
+    monkeypatch.setattr(actor._contention, "factor", lambda: factor)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("offset", "handled"), [(55.0, 9), (50.0, N)])
+async def test_reads_stop_at_85_percent_of_the_bound_and_the_next_call_reads_the_rest(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, offset: float, handled: int
+) -> None:
+    """Of 60 s, 51 are for the reads. 10 files are read, then the clock says 55 s (or 50 s) have
+    passed: the 10th is read too late to be analysed and no other starts (or all go on)."""
+    async with tree.session() as actor:
+        slowdown(monkeypatch, actor, 1.0)
+        LoopClock(monkeypatch, after=10, offset=offset)
+        cut = await index(actor, tree.stat(*tree.all()))
+        monkeypatch.undo()
+        rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
+        hits = [await found(actor, WORDS[i]) for i in range(N)]
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+    assert sorted(keys(cut)) == read_paths(cut)
+    assert read_paths(rest) == [name(i) for i in range(handled, N)]
+    assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("offset", "handled"), [(34.0, 3), (20.0, 12)])
+async def test_reads_stop_early_enough_for_the_rebuild_and_the_fixed_work_after_them(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, offset: float, handled: int
+) -> None:
+    """A delta of 5 documents at 4 s each (20 s) to rebuild, and after the reads a fixed 10 s
+    times the slowdown 4 (40 s) but at most 15% of the bound (9 s): the reads end 29 s before
+    the deadline, at 31 s. The clock says 34 s after 3 reads: no 4th starts; 20 s: all do."""
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        await index(actor, change(tree, range(N - 5, N), "v2"))  # a delta of 5 documents
+        assert actor.tree.delta.n_docs == 5
+        slowdown(monkeypatch, actor, 4.0)
+        costly(monkeypatch, 4.0)
+        monkeypatch.setattr(indexer, "POST_FIXED_SECONDS", 10.0)
+        LoopClock(monkeypatch, after=3, offset=offset)
+        cut = await index(actor, change(tree, range(12), "v3"))
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("factor", "handled"), [(2.0, 3), (1.0, 5)])
+async def test_reads_stop_when_the_work_after_them_grows_with_what_they_read(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, factor: float, handled: int
+) -> None:
+    """Each file of the first ten (of one size) is estimated to cost 25 s after the reads at a
+    slowdown of 2 (its bytes x a cost a byte x the slowdown x the margin 1.5), 12.5 s at 1: of
+    the 59.4 s (59.7 s) the reads may use, 2 files (4) leave room for one more, 3 (5) do not."""
+    size = len(body(0).encode())
+    assert all(len(body(i).encode()) == size for i in range(10))
+    monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
+    async with tree.session() as actor:
+        slowdown(monkeypatch, actor, factor)
+        LoopClock(monkeypatch, after=N + 1, offset=0.0)  # one file at a time, no jump
+        cut = await index(actor, tree.stat(*tree.all()))
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+
+
+# -- when a delta is merged ------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_delta_is_merged_once_it_holds_more_than_the_merge_threshold(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(TreeIndex, "COMPACT_DOCS", 5)  # above a tenth of the base (40 docs)
+    async with tree.session() as actor:
+        first = await index(actor, tree.stat(*tree.all()))
+        five = await index(actor, change(tree, range(5), "v2"))
+        assert actor.tree.delta.n_docs == 5
+        at_five = snapshot_keys(tree)
+        six = await index(actor, change(tree, range(5, 6), "v2"))
+        at_six = snapshot_keys(tree)
+        delta_after = actor.tree.delta.n_docs
+    assert at_five == keys(first)  # 5 is not more than 5: not merged, the snapshot unchanged
+    assert at_six == {**keys(first), **keys(five), **keys(six)}
+    assert delta_after == 0
