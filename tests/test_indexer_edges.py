@@ -590,3 +590,78 @@ async def test_a_delta_is_merged_once_it_holds_more_than_the_merge_threshold(
     assert at_five == keys(first)  # 5 is not more than 5: not merged, the snapshot unchanged
     assert at_six == {**keys(first), **keys(five), **keys(six)}
     assert delta_after == 0
+
+
+@pytest.mark.asyncio
+async def test_no_read_starts_when_rebuilding_the_records_just_loaded_would_fill_the_bound(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new session loads 5 records the snapshot lacks; at 20 s a document their rebuild (100 s)
+    does not leave time for a read: none starts, and the next call reads them."""
+    async with tree.session() as actor:
+        first = await index(actor, tree.stat(*tree.all()))
+        newer = keys(await index(actor, change(tree, range(5), "v2")))
+    target = {**keys(first), **newer}
+    stats = change(tree, range(10, 13), "v3")
+    async with tree.session() as actor:
+        costly(monkeypatch, 20.0)
+        # The map of the manifest, without the files this refresh reads (as the refresher's).
+        rereads = {st.path for st in stats}
+        cut = await index(actor, stats, {p: k for p, k in target.items() if p not in rereads})
+        monkeypatch.undo()
+        rest = await index(actor, stats)
+        hits = [await found(actor, WORDS[i]) for i in range(N)]
+    assert (cut.found, cut.not_loaded, cut.missing) == ((), (), ())
+    assert read_paths(rest) == [name(i) for i in range(10, 13)]
+    assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+async def test_a_merge_that_fails_loses_nothing_and_the_next_changes_are_applied(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(TreeIndex, "COMPACT_DOCS", 4)
+
+    def fails(view: TreeIndex) -> TreeIndex:
+        raise MemoryError("no room to merge")
+
+    async with tree.session() as actor:
+        first = await index(actor, tree.stat(*tree.all()))
+        monkeypatch.setattr(indexer, "_compacted", fails)
+        merging = await index(actor, change(tree, range(10), "v2"))
+        (tree.root / name(20)).write_text("def after_a_failed_merge():\n    pass\n")
+        after = await index(actor, tree.stat(name(20)))
+        hits = [await found(actor, w) for w in ("after_a_failed_merge", WORDS[20], WORDS[3])]
+    assert read_paths(merging) == [name(i) for i in range(10)]
+    assert read_paths(after) == [name(20)]
+    assert hits == [[name(20)], [], [name(3)]]
+    assert "merging the index failed: MemoryError('no room to merge')" in caplog.text
+    assert snapshot_keys(tree) == keys(first)  # nothing merged: the first build's base stays
+
+
+# -- a search --------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_search_passes_over_files_gone_since_and_shows_at_most_its_limit(
+    tmp_path: Path,
+) -> None:
+    # The word once in a file of 1 to 10 lines: the shorter, the better it ranks.
+    tree = Tree(tmp_path, {f"g{i}.py": "wombat = 1\n" + "x = 1\n" * i for i in range(10)})
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        whole = await actor.handle(SearchTree("wombat", 20))
+        assert isinstance(whole, TreeSearched)
+        order = [r.path for r in whole.results]  # type: ignore[attr-defined]
+        for p in order[:5]:
+            (tree.root / p).unlink()  # gone since the index was made: not refreshed here
+        out = await actor.handle(SearchTree("wombat", 2))
+        three = await actor.handle(SearchTree("wombat", 3))
+    assert sorted(order) == tree.all()
+    assert isinstance(out, TreeSearched)
+    assert isinstance(three, TreeSearched)
+    # 2 x 2 + 4 = 8 looked at: the 5 gone are said, the next 2 shown.
+    assert [r.path for r in out.results] == order[5:7]  # type: ignore[attr-defined]
+    assert out.gone == tuple(order[:5])
+    assert (out.files, out.matched) == (10, 10)
+    assert [r.path for r in three.results] == order[5:8]  # type: ignore[attr-defined]
