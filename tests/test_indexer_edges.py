@@ -665,3 +665,22 @@ async def test_a_search_passes_over_files_gone_since_and_shows_at_most_its_limit
     assert out.gone == tuple(order[:5])
     assert (out.files, out.matched) == (10, 10)
     assert [r.path for r in three.results] == order[5:8]  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_applying_keeps_the_files_whose_delta_with_their_own_documents_fits(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 30 s a document and a part of 2 applied whatever the time: 3 records are stored (the
+    4th would make 90 s), and of those the 3rd is cut (the delta with its document, 90 s, does
+    not fit in 60 s; without it, 30 s would)."""
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        monkeypatch.setattr(indexer, "MIN_APPLY_DOCS", 2)
+        costly(monkeypatch, 30.0)
+        stats = change(tree, range(10), "v2")
+        cut = await index(actor, stats)
+        monkeypatch.undo()
+        rest = await index(actor, tuple(st for st in stats if st.path not in keys(cut)))
+    assert read_paths(cut) == [name(0), name(1)]
+    assert read_paths(rest) == [name(i) for i in range(2, 10)]
