@@ -684,3 +684,33 @@ async def test_applying_keeps_the_files_whose_delta_with_their_own_documents_fit
         rest = await index(actor, tuple(st for st in stats if st.path not in keys(cut)))
     assert read_paths(cut) == [name(0), name(1)]
     assert read_paths(rest) == [name(i) for i in range(2, 10)]
+
+
+# -- what a read finds ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_file_of_exactly_1_mib_is_indexed_and_one_byte_more_is_too_large(
+    tmp_path: Path,
+) -> None:
+    line = "numbat = 1\n"
+    whole = line * (indexer.MAX_FILE_BYTES // len(line))
+    whole += "#" * (indexer.MAX_FILE_BYTES - len(whole) - 1) + "\n"
+    assert len(whole) == indexer.MAX_FILE_BYTES == 1 << 20
+    tree = Tree(tmp_path, {"at.txt": whole, "past.txt": whole + "\n"})
+    async with tree.session() as actor:
+        done = await index(actor, tree.stat(*tree.all()))
+        hits = await found(actor, "numbat")
+    assert {f.stat.path: f.skip for f in done.found} == {"at.txt": None, "past.txt": "too_large"}
+    assert hits == ["at.txt"]
+
+
+@pytest.mark.asyncio
+async def test_files_under_a_root_that_cannot_be_opened_are_said_gone(tree: Tree) -> None:
+    stats = tree.stat(*tree.all())
+    async with tree.session() as actor:
+        tree.root.rename(tree.root.with_name("moved"))
+        done = await index(actor, stats)
+    assert [(f.stat.path, f.key, f.skip) for f in done.found] == [
+        (st.path, None, "gone") for st in stats
+    ]
