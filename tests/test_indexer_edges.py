@@ -295,6 +295,26 @@ async def test_a_snapshot_that_would_not_fit_is_written_after_the_answer(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(("factor", "waited"), [(1.0, True), (4.0, False)])
+async def test_a_snapshot_is_waited_for_when_its_cost_times_the_slowdown_fits(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, factor: float, waited: bool
+) -> None:
+    """Its postings priced at 20 s in all: 20 s at a slowdown of 1 fit in the 60 s left, 80 s
+    at 4 do not (the write goes on after the answer)."""
+    await first_build(tree)
+    snap = load_snapshot(tree.snap)
+    assert snap is not None
+    tree.snap.unlink()
+    monkeypatch.setattr(indexer, "SNAPSHOT_SECONDS_PER_POSTING", 20.0 / snap.segment.n_postings)
+    async with tree.session() as actor:
+        slowdown(monkeypatch, actor, factor)
+        await index(actor, tree.stat(*tree.all()))
+        at_answer = tree.snap.exists()
+    assert at_answer is waited
+    assert tree.snap.exists()
+
+
+@pytest.mark.asyncio
 async def test_a_snapshot_that_cannot_be_written_is_said_and_the_index_still_answers(
     tmp_path: Path,
 ) -> None:
