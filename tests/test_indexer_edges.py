@@ -33,7 +33,7 @@ from nodwyn_retrieval.actors.messages import (
     TreeSearched,
 )
 from nodwyn_retrieval.bus import ProcessPool
-from nodwyn_retrieval.guard import default_guard
+from nodwyn_retrieval.guard import CheckResult, default_guard
 from nodwyn_retrieval.retrieval.tree import TreeIndex
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 
@@ -66,6 +66,7 @@ class Tree:
         self.snap = tmp_path / "tree.snap"
         self.data = tmp_path / "data"
         self.pool: ProcessPool | None = None
+        self.checkers: list[Any] = []
 
     def stat(self, *paths: str) -> tuple[FileStat, ...]:
         out = []
@@ -84,7 +85,8 @@ class Tree:
     @asynccontextmanager
     async def session(self) -> Any:
         actor = IndexerActor(
-            self.root, ChunkStore(self.chunks), default_guard(self.root, data_dir=self.data),
+            self.root, ChunkStore(self.chunks),
+            default_guard(self.root, data_dir=self.data, checkers=self.checkers),
             self.pool, self.snap,
         )  # fmt: skip
         await actor.on_start()
@@ -734,3 +736,28 @@ async def test_files_under_a_root_that_cannot_be_opened_are_said_gone(tree: Tree
     assert [(f.stat.path, f.key, f.skip) for f in done.found] == [
         (st.path, None, "gone") for st in stats
     ]
+
+
+@pytest.mark.asyncio
+async def test_a_read_held_in_the_guard_past_the_deadline_is_left_and_the_call_answers(
+    tree: Tree,
+) -> None:
+    """A checker that answers for one file only when let go: the call does not wait for it past
+    the reads' share of a 2 s bound; the file is not read, and the next call reads it."""
+    let_go = asyncio.Event()
+
+    async def slow(rel: str, size: int) -> CheckResult:
+        if rel == name(5):
+            await let_go.wait()
+        return CheckResult.allow()
+
+    tree.checkers.append(slow)
+    async with tree.session() as actor:
+        cut = await asyncio.wait_for(index(actor, tree.stat(*tree.all()), seconds=2.0), 60.0)
+        let_go.set()
+        rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
+        hits = [await found(actor, WORDS[i]) for i in range(N)]
+    assert name(5) not in read_paths(cut)
+    assert name(5) in read_paths(rest)
+    assert sorted(read_paths(cut) + read_paths(rest)) == tree.all()
+    assert hits == [[name(i)] for i in range(N)]
