@@ -761,3 +761,26 @@ async def test_a_read_held_in_the_guard_past_the_deadline_is_left_and_the_call_a
     assert name(5) in read_paths(rest)
     assert sorted(read_paths(cut) + read_paths(rest)) == tree.all()
     assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_bound(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file goes to the pool in one batch after the last read; the clock then says 55 s of
+    60 have passed (past the reads' 51): the batch is not waited for, and no file is read."""
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    try:
+        async with tree.session() as actor:
+            slowdown(monkeypatch, actor, 1.0)
+            LoopClock(monkeypatch, after=N, offset=55.0)
+            cut = await index(actor, tree.stat(*tree.all()))
+            monkeypatch.undo()
+            rest = await index(actor, tree.stat(*tree.all()))
+            hits = [await found(actor, WORDS[i]) for i in range(N)]
+    finally:
+        await tree.pool.close()
+    assert cut.found == ()
+    assert read_paths(rest) == tree.all()
+    assert hits == [[name(i)] for i in range(N)]
