@@ -784,3 +784,28 @@ async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_boun
     assert cut.found == ()
     assert read_paths(rest) == tree.all()
     assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+async def test_a_merge_that_failed_while_no_call_waited_leaves_the_next_changes_applied(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(TreeIndex, "COMPACT_DOCS", 4)
+    held = Held()
+
+    def fails(view: TreeIndex) -> TreeIndex:
+        raise MemoryError("no room to merge")
+
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        settle_at_deadline(monkeypatch)  # the merge is left to go on after the answer
+        monkeypatch.setattr(indexer, "_compacted", held.hold(fails))
+        await index(actor, change(tree, range(10), "v2"))
+        held.go.set()
+        assert actor._compacting is not None
+        await asyncio.wait({actor._compacting})  # failed, and no call has looked at it yet
+        (tree.root / name(20)).write_text("def after_a_failed_merge():\n    pass\n")
+        after = await index(actor, tree.stat(name(20)))
+        hits = [await found(actor, w) for w in ("after_a_failed_merge", WORDS[20], WORDS[3])]
+    assert read_paths(after) == [name(20)]
+    assert hits == [[name(20)], [], [name(3)]]
