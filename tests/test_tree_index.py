@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
@@ -137,3 +139,45 @@ def test_a_delta_kept_unmerged_ranks_as_a_merged_one() -> None:
     assert not merged.dirty
     assert kept.dirty
     assert sorted(ranked(kept, ["g3", "f30"])) == sorted(ranked(merged, ["g3", "f30"]))
+
+
+def test_a_copy_is_left_as_it_is_by_later_changes_to_the_index() -> None:
+    # A merge is made on a copy in a thread while the index goes on changing: the copy must
+    # rank as the index did when it was taken, before and after it is merged.
+    index = fresh(FILES)
+    index.apply({"server/http.go": ("k2", analyze("func Serve() {\n\tlisten(gopher)\n}\n"))})
+    then = dict(FILES)
+    then["server/http.go"] = "func Serve() {\n\tlisten(gopher)\n}\n"
+    taken = copy.copy(index)
+    index.apply(
+        {
+            "keychain/bind.go": None,
+            "server/http.go": ("k3", analyze("func Serve() {\n\tlisten(marmot)\n}\n")),
+            "new/env.go": ("k4", analyze("func Env() {\n\tscrub(host)\n}\n")),
+        }
+    )
+    assert taken.files == fresh(FILES).files | {"server/http.go": "k2"}
+    for q in [["host"], ["gopher"], ["marmot"], ["scrub", "env"]]:
+        assert sorted(ranked(taken, q)) == sorted(ranked(fresh(then), q))
+    assert taken.n_docs == fresh(then).n_docs
+    taken.compact()
+    assert not taken.dirty
+    assert sorted(taken.base.files) == sorted(then)
+    assert index.dirty  # merging the copy merged nothing of the index
+    now = dict(FILES)
+    del now["keychain/bind.go"]
+    now["server/http.go"] = "func Serve() {\n\tlisten(marmot)\n}\n"
+    now["new/env.go"] = "func Env() {\n\tscrub(host)\n}\n"
+    for q in [["host"], ["gopher"], ["marmot"], ["scrub", "env"]]:
+        assert sorted(ranked(index, q)) == sorted(ranked(fresh(now), q))
+        assert sorted(ranked(taken, q)) == sorted(ranked(fresh(then), q))
+
+
+def test_a_warmed_index_ranks_as_one_that_was_not() -> None:
+    cold, warmed = fresh(FILES), fresh(FILES)
+    warmed.warm()
+    for q in QUERIES:
+        assert ranked(warmed, q) == ranked(cold, q)
+        assert [(h.path, h.start) for h in warmed.rank(dict.fromkeys(q, 1.0), 8)] == [
+            (h.path, h.start) for h in cold.rank(dict.fromkeys(q, 1.0), 8)
+        ]
