@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.tree import RANKING, TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.words import stem
 
 FILES = {
     "keychain/bind.go": "func Bind(host string) error {\n\treturn checkHost(host)\n}\n",
@@ -181,3 +183,30 @@ def test_a_warmed_index_ranks_as_one_that_was_not() -> None:
         assert [(h.path, h.start) for h in warmed.rank(dict.fromkeys(q, 1.0), 8)] == [
             (h.path, h.start) for h in cold.rank(dict.fromkeys(q, 1.0), 8)
         ]
+
+
+def test_a_files_name_is_its_words_without_the_extension_and_a_dot_file_keeps_them_all() -> None:
+    seg = fresh(
+        {
+            "app/sessions.py": "x = 1\n",
+            "app/py_tools.txt": "y = 2\n",
+            "conf/.env.local": "z = 3\n",
+            "conf/README": "w = 4\n",
+        }
+    ).base
+
+    def named(word: str) -> list[str]:
+        return sorted(seg.files[int(i)] for i in seg.files_named(stem(word)))
+
+    assert named("session") == ["app/sessions.py"]
+    assert named("py") == ["app/py_tools.txt"]  # an extension is no word of the name
+    assert named("txt") == []
+    assert named("env") == named("local") == ["conf/.env.local"]
+    assert named("readme") == ["conf/README"]
+    assert named("nothing") == []
+
+
+def test_the_ranking_a_search_uses_cannot_be_changed_by_a_caller() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RANKING.forms = 1.0  # type: ignore[misc]
+    assert RANKING.forms == 0.5
