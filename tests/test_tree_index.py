@@ -210,3 +210,14 @@ def test_the_ranking_a_search_uses_cannot_be_changed_by_a_caller() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         RANKING.forms = 1.0  # type: ignore[misc]
     assert RANKING.forms == 0.5
+
+
+def test_the_other_forms_of_a_word_with_a_short_stem_are_found_in_base_and_delta() -> None:
+    # "tries" and "tried" stem to "tri", whose prefix ("tr", the "i" a "y" may stand for) is too
+    # short to list the vocabulary by: each likely form is asked of both segments.
+    index = fresh({"a.py": "x = tried\n", "c.py": "z = 1\n"})
+    index.apply({"b.py": ("k2", analyze("y = tries\n"))})
+    assert index.forms("tries") == ["tried"]  # the base holds it
+    assert index.forms("tried") == ["tries"]  # the delta does
+    assert sorted(index.forms("triing")) == ["tried", "tries"]
+    assert {h.path for h in index.rank({"tries": 1.0}, 8)} == {"a.py", "b.py"}

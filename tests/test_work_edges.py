@@ -244,6 +244,14 @@ def test_the_load_factor_is_the_load_per_core_between_1_and_32(
         assert load_factor() == pytest.approx(want)
 
 
+def test_without_a_load_average_the_load_factor_is_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_load_average() -> tuple[float, float, float]:
+        raise OSError("no load average on this system")
+
+    monkeypatch.setattr(os, "getloadavg", no_load_average)
+    assert load_factor() == 1.0
+
+
 def test_too_little_run_time_to_tell_gives_the_fallback_at_least_1() -> None:
     assert Contention(lambda: 3.5).factor() == 3.5
     assert Contention(lambda: 0.25).factor() == 1.0
