@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.retrieval.tree import RANKING, TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.tree import RANKING, Ranking, TreeIndex, TreeSegment
 from nodwyn_retrieval.retrieval.words import stem
 
 FILES = {
@@ -221,3 +221,79 @@ def test_the_other_forms_of_a_word_with_a_short_stem_are_found_in_base_and_delta
     assert index.forms("tried") == ["tries"]  # the delta does
     assert sorted(index.forms("triing")) == ["tried", "tries"]
     assert {h.path for h in index.rank({"tries": 1.0}, 8)} == {"a.py", "b.py"}
+
+
+def _function(name: str, returns: str) -> str:
+    """A function long enough to be a chunk of its own."""
+    body = "".join(f"    v{j} = {j}\n" for j in range(22))
+    return f"def {name}():\n{body}    return {returns}\n\n\n"
+
+
+def test_a_files_later_chunks_count_six_tenths_of_the_one_before() -> None:
+    # a.py: two chunks holding otter once each; b.py: one chunk holding it 3 or 4 times. With the
+    # second chunk weighing 0.6, a.py totals 1.6 times its chunk's score: between b.py's two.
+    two = _function("alpha", "otter") + _function("beta", "otter")
+    filler = {f"f{i}.py": _function("delta", "1") for i in range(6)}
+    order = {}
+    for k in (3, 4):
+        one = _function("gamma", " + ".join(["otter"] * k))
+        index = fresh({"a.py": two, "b.py": one, **filler})
+        every = Ranking(per_file=10, more=0.0)
+        hits = index.rank({"otter": 1.0}, 10, ranking=every)
+        score = {(h.path, h.start): h.score for h in hits}
+        assert score[("a.py", 1)] == pytest.approx(score[("a.py", 27)])
+        order[k] = [p for p in index.rank_files({"otter": 1.0}, 10)[1] if p in ("a.py", "b.py")]
+        total_a = score[("a.py", 1)] * 1.6
+        assert (total_a > score[("b.py", 1)]) == (k == 3)
+    assert order == {3: ["a.py", "b.py"], 4: ["b.py", "a.py"]}
+    # More than one chunk a file shown, never past the limit.
+    assert len(index.rank({"otter": 1.0}, 2, ranking=every)) == 2
+    assert [h.path for h in index.rank({"otter": 1.0}, 1, ranking=every)] == ["b.py"]
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["in-the-base", "in-the-delta"])
+def test_a_query_naming_an_older_version_lifts_its_copy_to_the_codes_prior(changed: bool) -> None:
+    handler = "def handle(request):\n    return route(request)\n"
+    test = "def test_handle():\n    assert handle(request)\n"
+    index = fresh(
+        {
+            "api/v1/handler.py": handler,  # legacy: v1 beside v2
+            "api/v2/handler.py": handler,
+            "api/v1/test_handler.py": test,  # a test, in v1 too: not lifted
+            "api/v2/test_handler.py": test,
+        }
+    )
+    if changed:
+        index.apply({"api/v1/handler.py": ("k2", analyze(handler))})
+    assert index.rank_files({"handle": 1.0}, 10)[1][0] == "api/v2/handler.py"
+    # "v1" weighs little by its words; naming it lifts the older copy's prior from 0.5 to 1.
+    assert index.rank_files({"v1": 0.05, "handle": 1.0}, 10)[1] == [
+        "api/v1/handler.py",
+        "api/v2/handler.py",
+        "api/v1/test_handler.py",
+        "api/v2/test_handler.py",
+    ]
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["in-the-base", "in-the-delta"])
+def test_a_file_named_by_the_query_comes_first_wherever_it_is_held(changed: bool) -> None:
+    # Both paths hold "sessions" (its words weigh three times in each); only one file's name
+    # does, and that lifts it over the file whose text says it more often.
+    named = "class Store:\n    keep(sessions)\n"
+    index = fresh(
+        {
+            "lib/sessions.py": named,
+            "sessions/app.py": "def handle(request):\n" + "    sessions.touch()\n" * 5,
+            "pkg/other.py": "def respond(user):\n    return user\n",
+        }
+    )
+    if changed:
+        index.apply({"lib/sessions.py": ("k2", analyze(named))})
+    assert index.rank_files({"sessions": 1.0}, 10)[1] == ["lib/sessions.py", "sessions/app.py"]
+    # One result shown, and every matching file still listed in its rank order.
+    hits, paths = index.rank_files({"sessions": 1.0}, 1)
+    assert [h.path for h in hits] == ["lib/sessions.py"]
+    assert paths == ["lib/sessions.py", "sessions/app.py"]
+    assert [h.path for h in index.rank({"sessions": 1.0}, 1)] == ["lib/sessions.py"]
+    plain = Ranking(name=0.0)
+    assert index.rank_files({"sessions": 1.0}, 10, ranking=plain)[1][0] == "sessions/app.py"
