@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval.chunks import DEFINED
 from nodwyn_retrieval.retrieval.tree import RANKING, Ranking, TreeIndex, TreeSegment
 from nodwyn_retrieval.retrieval.words import stem
 
@@ -297,3 +298,22 @@ def test_a_file_named_by_the_query_comes_first_wherever_it_is_held(changed: bool
     assert [h.path for h in index.rank({"sessions": 1.0}, 1)] == ["lib/sessions.py"]
     plain = Ranking(name=0.0)
     assert index.rank_files({"sessions": 1.0}, 10, ranking=plain)[1][0] == "sessions/app.py"
+
+
+def test_a_query_ranks_by_its_words_their_definitions_and_their_other_forms() -> None:
+    # The weights docs/quality.md gives: a definition at 0.75 of its word, another form at 0.5.
+    index = fresh({"a.py": "def parse():\n    return parsed + parses\n"})
+    terms = index.expand({"parse": 2.0})
+    d = DEFINED
+    assert terms == {
+        "parse": 2.0,
+        d + "parse": 1.5,
+        "parsed": 1.0,
+        d + "parsed": 0.75,
+        "parses": 1.0,
+        d + "parses": 0.75,
+    }
+    assert index.expand({"parse": 2.0}, Ranking(definition=0.0, forms=0.0)) == {"parse": 2.0}
+    # A term reached twice keeps its highest weight.
+    assert index.expand({"parse": 1.0, "parsed": 4.0})["parsed"] == 4.0
+    assert index.expand({"parse": 4.0, "parsed": 1.0})["parsed"] == 2.0
