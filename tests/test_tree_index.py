@@ -281,15 +281,18 @@ def test_a_file_named_by_the_query_comes_first_wherever_it_is_held(changed: bool
     # Both paths hold "sessions" (its words weigh three times in each); only one file's name
     # does, and that lifts it over the file whose text says it more often.
     named = "class Store:\n    keep(sessions)\n"
+    other = "def respond(user):\n    return user\n"
     index = fresh(
         {
             "lib/sessions.py": named,
             "sessions/app.py": "def handle(request):\n" + "    sessions.touch()\n" * 5,
-            "pkg/other.py": "def respond(user):\n    return user\n",
+            "pkg/other.py": other,
         }
     )
-    if changed:
-        index.apply({"lib/sessions.py": ("k2", analyze(named))})
+    if changed:  # the named file second of the delta's
+        index.apply(
+            {"pkg/other.py": ("k2", analyze(other)), "lib/sessions.py": ("k3", analyze(named))}
+        )
     assert index.rank_files({"sessions": 1.0}, 10)[1] == ["lib/sessions.py", "sessions/app.py"]
     # One result shown, and every matching file still listed in its rank order.
     hits, paths = index.rank_files({"sessions": 1.0}, 1)
