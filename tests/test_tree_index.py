@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.chunks import DEFINED
+from nodwyn_retrieval.retrieval.tree import RANKING, Ranking, TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.words import stem
 
 FILES = {
     "keychain/bind.go": "func Bind(host string) error {\n\treturn checkHost(host)\n}\n",
@@ -137,3 +142,181 @@ def test_a_delta_kept_unmerged_ranks_as_a_merged_one() -> None:
     assert not merged.dirty
     assert kept.dirty
     assert sorted(ranked(kept, ["g3", "f30"])) == sorted(ranked(merged, ["g3", "f30"]))
+
+
+def test_a_copy_is_left_as_it_is_by_later_changes_to_the_index() -> None:
+    # A merge is made on a copy in a thread while the index goes on changing: the copy must
+    # rank as the index did when it was taken, before and after it is merged.
+    index = fresh(FILES)
+    index.apply({"server/http.go": ("k2", analyze("func Serve() {\n\tlisten(gopher)\n}\n"))})
+    then = dict(FILES)
+    then["server/http.go"] = "func Serve() {\n\tlisten(gopher)\n}\n"
+    taken = copy.copy(index)
+    index.apply(
+        {
+            "keychain/bind.go": None,
+            "server/http.go": ("k3", analyze("func Serve() {\n\tlisten(marmot)\n}\n")),
+            "new/env.go": ("k4", analyze("func Env() {\n\tscrub(host)\n}\n")),
+        }
+    )
+    assert taken.files == fresh(FILES).files | {"server/http.go": "k2"}
+    for q in [["host"], ["gopher"], ["marmot"], ["scrub", "env"]]:
+        assert sorted(ranked(taken, q)) == sorted(ranked(fresh(then), q))
+    assert taken.n_docs == fresh(then).n_docs
+    taken.compact()
+    assert not taken.dirty
+    assert sorted(taken.base.files) == sorted(then)
+    assert index.dirty  # merging the copy merged nothing of the index
+    now = dict(FILES)
+    del now["keychain/bind.go"]
+    now["server/http.go"] = "func Serve() {\n\tlisten(marmot)\n}\n"
+    now["new/env.go"] = "func Env() {\n\tscrub(host)\n}\n"
+    for q in [["host"], ["gopher"], ["marmot"], ["scrub", "env"]]:
+        assert sorted(ranked(index, q)) == sorted(ranked(fresh(now), q))
+        assert sorted(ranked(taken, q)) == sorted(ranked(fresh(then), q))
+
+
+def test_a_warmed_index_ranks_as_one_that_was_not() -> None:
+    cold, warmed = fresh(FILES), fresh(FILES)
+    warmed.warm()
+    for q in QUERIES:
+        assert ranked(warmed, q) == ranked(cold, q)
+        assert [(h.path, h.start) for h in warmed.rank(dict.fromkeys(q, 1.0), 8)] == [
+            (h.path, h.start) for h in cold.rank(dict.fromkeys(q, 1.0), 8)
+        ]
+
+
+def test_a_files_name_is_its_words_without_the_extension_and_a_dot_file_keeps_them_all() -> None:
+    seg = fresh(
+        {
+            "app/sessions.py": "x = 1\n",
+            "app/py_tools.txt": "y = 2\n",
+            "conf/.env.local": "z = 3\n",
+            "conf/README": "w = 4\n",
+        }
+    ).base
+
+    def named(word: str) -> list[str]:
+        return sorted(seg.files[int(i)] for i in seg.files_named(stem(word)))
+
+    assert named("session") == ["app/sessions.py"]
+    assert named("py") == ["app/py_tools.txt"]  # an extension is no word of the name
+    assert named("txt") == []
+    assert named("env") == named("local") == ["conf/.env.local"]
+    assert named("readme") == ["conf/README"]
+    assert named("nothing") == []
+
+
+def test_the_ranking_a_search_uses_cannot_be_changed_by_a_caller() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RANKING.forms = 1.0  # type: ignore[misc]
+    assert RANKING.forms == 0.5
+
+
+def test_the_other_forms_of_a_word_with_a_short_stem_are_found_in_base_and_delta() -> None:
+    # "tries" and "tried" stem to "tri", whose prefix ("tr", the "i" a "y" may stand for) is too
+    # short to list the vocabulary by: each likely form is asked of both segments.
+    index = fresh({"a.py": "x = tried\n", "c.py": "z = 1\n"})
+    index.apply({"b.py": ("k2", analyze("y = tries\n"))})
+    assert index.forms("tries") == ["tried"]  # the base holds it
+    assert index.forms("tried") == ["tries"]  # the delta does
+    assert sorted(index.forms("triing")) == ["tried", "tries"]
+    assert {h.path for h in index.rank({"tries": 1.0}, 8)} == {"a.py", "b.py"}
+
+
+def _function(name: str, returns: str) -> str:
+    """A function long enough to be a chunk of its own."""
+    body = "".join(f"    v{j} = {j}\n" for j in range(22))
+    return f"def {name}():\n{body}    return {returns}\n\n\n"
+
+
+def test_a_files_later_chunks_count_six_tenths_of_the_one_before() -> None:
+    # a.py: two chunks holding otter once each; b.py: one chunk holding it 3 or 4 times. With the
+    # second chunk weighing 0.6, a.py totals 1.6 times its chunk's score: between b.py's two.
+    two = _function("alpha", "otter") + _function("beta", "otter")
+    filler = {f"f{i}.py": _function("delta", "1") for i in range(6)}
+    order = {}
+    for k in (3, 4):
+        one = _function("gamma", " + ".join(["otter"] * k))
+        index = fresh({"a.py": two, "b.py": one, **filler})
+        every = Ranking(per_file=10, more=0.0)
+        hits = index.rank({"otter": 1.0}, 10, ranking=every)
+        score = {(h.path, h.start): h.score for h in hits}
+        assert score[("a.py", 1)] == pytest.approx(score[("a.py", 27)])
+        order[k] = [p for p in index.rank_files({"otter": 1.0}, 10)[1] if p in ("a.py", "b.py")]
+        total_a = score[("a.py", 1)] * 1.6
+        assert (total_a > score[("b.py", 1)]) == (k == 3)
+    assert order == {3: ["a.py", "b.py"], 4: ["b.py", "a.py"]}
+    # More than one chunk a file shown, never past the limit.
+    assert len(index.rank({"otter": 1.0}, 2, ranking=every)) == 2
+    assert [h.path for h in index.rank({"otter": 1.0}, 1, ranking=every)] == ["b.py"]
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["in-the-base", "in-the-delta"])
+def test_a_query_naming_an_older_version_lifts_its_copy_to_the_codes_prior(changed: bool) -> None:
+    handler = "def handle(request):\n    return route(request)\n"
+    test = "def test_handle():\n    assert handle(request)\n"
+    index = fresh(
+        {
+            "api/v1/handler.py": handler,  # legacy: v1 beside v2
+            "api/v2/handler.py": handler,
+            "api/v1/test_handler.py": test,  # a test, in v1 too: not lifted
+            "api/v2/test_handler.py": test,
+        }
+    )
+    if changed:
+        index.apply({"api/v1/handler.py": ("k2", analyze(handler))})
+    assert index.rank_files({"handle": 1.0}, 10)[1][0] == "api/v2/handler.py"
+    # "v1" weighs little by its words; naming it lifts the older copy's prior from 0.5 to 1.
+    assert index.rank_files({"v1": 0.05, "handle": 1.0}, 10)[1] == [
+        "api/v1/handler.py",
+        "api/v2/handler.py",
+        "api/v1/test_handler.py",
+        "api/v2/test_handler.py",
+    ]
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["in-the-base", "in-the-delta"])
+def test_a_file_named_by_the_query_comes_first_wherever_it_is_held(changed: bool) -> None:
+    # Both paths hold "sessions" (its words weigh three times in each); only one file's name
+    # does, and that lifts it over the file whose text says it more often.
+    named = "class Store:\n    keep(sessions)\n"
+    other = "def respond(user):\n    return user\n"
+    index = fresh(
+        {
+            "lib/sessions.py": named,
+            "sessions/app.py": "def handle(request):\n" + "    sessions.touch()\n" * 5,
+            "pkg/other.py": other,
+        }
+    )
+    if changed:  # the named file second of the delta's
+        index.apply(
+            {"pkg/other.py": ("k2", analyze(other)), "lib/sessions.py": ("k3", analyze(named))}
+        )
+    assert index.rank_files({"sessions": 1.0}, 10)[1] == ["lib/sessions.py", "sessions/app.py"]
+    # One result shown, and every matching file still listed in its rank order.
+    hits, paths = index.rank_files({"sessions": 1.0}, 1)
+    assert [h.path for h in hits] == ["lib/sessions.py"]
+    assert paths == ["lib/sessions.py", "sessions/app.py"]
+    assert [h.path for h in index.rank({"sessions": 1.0}, 1)] == ["lib/sessions.py"]
+    plain = Ranking(name=0.0)
+    assert index.rank_files({"sessions": 1.0}, 10, ranking=plain)[1][0] == "sessions/app.py"
+
+
+def test_a_query_ranks_by_its_words_their_definitions_and_their_other_forms() -> None:
+    # The weights docs/quality.md gives: a definition at 0.75 of its word, another form at 0.5.
+    index = fresh({"a.py": "def parse():\n    return parsed + parses\n"})
+    terms = index.expand({"parse": 2.0})
+    d = DEFINED
+    assert terms == {
+        "parse": 2.0,
+        d + "parse": 1.5,
+        "parsed": 1.0,
+        d + "parsed": 0.75,
+        "parses": 1.0,
+        d + "parses": 0.75,
+    }
+    assert index.expand({"parse": 2.0}, Ranking(definition=0.0, forms=0.0)) == {"parse": 2.0}
+    # A term reached twice keeps its highest weight.
+    assert index.expand({"parse": 1.0, "parsed": 4.0})["parsed"] == 4.0
+    assert index.expand({"parse": 4.0, "parsed": 1.0})["parsed"] == 2.0
