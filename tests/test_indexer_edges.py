@@ -585,11 +585,33 @@ async def test_reads_stop_when_the_work_after_them_grows_with_what_they_read(
     the 59.4 s (59.7 s) the reads may use, 2 files (4) leave room for one more, 3 (5) do not."""
     size = len(body(0).encode())
     assert all(len(body(i).encode()) == size for i in range(10))
-    monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
+    # A first build: its own cost a byte (the postings built as the batches arrive).
+    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
     async with tree.session() as actor:
         slowdown(monkeypatch, actor, factor)
         LoopClock(monkeypatch, after=N + 1, offset=0.0)  # one file at a time, no jump
         cut = await index(actor, tree.stat(*tree.all()))
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("factor", "handled"), [(2.0, 3), (1.0, 5)])
+async def test_an_update_of_an_indexed_tree_takes_its_own_cost_a_byte_after_the_reads(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, factor: float, handled: int
+) -> None:
+    """The same figures as above, for ten files changed in an indexed tree: such a call merges
+    records after its reads (not a first build's postings), at its own cost a byte; the first
+    build's cost is set so low that it would let every file be read."""
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        changed = change(tree, range(10), "v2")
+        size = len(body(0, "v2").encode())
+        assert all(len(body(i, "v2").encode()) == size for i in range(10))
+        monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
+        monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1e-12)
+        slowdown(monkeypatch, actor, factor)
+        LoopClock(monkeypatch, after=N + 1, offset=0.0)
+        cut = await index(actor, changed)
     assert read_paths(cut) == [name(i) for i in range(handled)]
 
 
