@@ -270,33 +270,57 @@ def _collection(
     """
     lookup.held([w for w in qwords if w not in lookup.asked])
     lengths: list[npt.NDArray[np.uint32]] = []
+    # Each word's postings, part after part in order: arrays, and between them the small blocks
+    # as plain integers (MemIndex.postings_into), made one array when an array follows or at
+    # the end.
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
+    small: dict[str, tuple[list[int], list[int]]] = {w: ([], []) for w in qwords}
+
+    def flush(w: str) -> None:
+        sd, st = small[w]
+        if sd:
+            docs[w].append(np.array(sd, dtype=np.uint32))
+            tfs[w].append(np.array(st, dtype=np.uint32))
+            small[w] = ([], [])
+
     starts: list[tuple[int, bool, int]] = []
     base = 0
     for si, src in enumerate(sources):
         v = src.view
         try:
-            for in_mem in (True, False):
-                if in_mem and v.mem is not None and v.mem.n_docs:
-                    mem, at = v.mem, lookup.at[si]
-                    got = [(w, mem.postings_at(at[w])) for w in qwords if w in at]
-                    lens = mem.lengths()
-                elif not in_mem and v.tail_docs and v.tail_segment is not None:
-                    seg, held = v.tail_segment, lookup.tail[si]
-                    got = [(w, seg.postings(w)) for w in qwords if w in held]
-                    lens = seg.lengths
-                else:
-                    continue
-                for w, (d, t) in got:
-                    if d.size:
+            if v.mem is not None and v.mem.n_docs:
+                mem, at = v.mem, lookup.at[si]
+                for w in qwords:
+                    i = at.get(w)
+                    if i is None:
+                        continue
+                    sd, st = small[w]
+                    if not mem.postings_into(i, base, sd, st):
+                        flush(w)
+                        d, t = mem.postings_at(i)
                         docs[w].append(d + np.uint32(base) if base else d)
                         tfs[w].append(t)
-                starts.append((si, in_mem, base))
+                lens = mem.lengths()
+                starts.append((si, True, base))
                 lengths.append(lens)
                 base += int(lens.shape[0])
+            if v.tail_docs and v.tail_segment is not None:
+                seg, held = v.tail_segment, lookup.tail[si]
+                for w in qwords:
+                    if w in held:
+                        d, t = seg.postings(w)
+                        if d.size:
+                            flush(w)
+                            docs[w].append(d + np.uint32(base) if base else d)
+                            tfs[w].append(t)
+                starts.append((si, False, base))
+                lengths.append(seg.lengths)
+                base += int(seg.lengths.shape[0])
         except FormatError as exc:
             raise Damaged(si, exc) from None
+    for w in qwords:
+        flush(w)
     found = [w for w in qwords if docs[w]]
     offsets = np.zeros(len(found) + 1, dtype=np.int64)
     np.cumsum([sum(d.size for d in docs[w]) for w in found], out=offsets[1:])

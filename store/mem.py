@@ -186,16 +186,24 @@ class LogView:
     reader: Reader = NODWYN
     """What reads the log's lines and places its ``.mem`` (store.transcripts)."""
     _file: Any = None
+    _unchanged: bool = False
+    """Whether the last check found the log's ``stat`` as the ``.mem`` was built from."""
 
     @classmethod
     def open(
-        cls, log_path: Path, *, write: bool = True, st: os.stat_result | None = None
+        cls,
+        log_path: Path,
+        *,
+        write: bool = True,
+        st: os.stat_result | None = None,
+        reader: Reader | None = None,
     ) -> LogView:
         """Check the log's ``.mem`` against it, rebuild or extend it as needed (written when
         ``write``), and fold the events after it. NotFound when there is no log. ``st`` is the
-        log's ``stat`` when the caller has just taken it."""
-        view = cls(Path(log_path))
-        view.reader = reader_for(view.path)
+        log's ``stat`` when the caller has just taken it; ``reader`` what reads it when the
+        caller knows (store.transcripts.reader_for otherwise)."""
+        view = cls(log_path if isinstance(log_path, Path) else Path(log_path))
+        view.reader = reader_for(view.path) if reader is None else reader
         if st is None:
             try:
                 st = os.stat(view.path)
@@ -233,7 +241,8 @@ class LogView:
             log.info("%s: %s", mpath, exc)
             return None, str(exc)
         try:
-            ok = mem.check.unchanged(st) or mem.check.hashes_match(self._log())
+            self._unchanged = mem.check.unchanged(st)
+            ok = self._unchanged or mem.check.hashes_match(self._log())
         except OSError as exc:
             mem.close()
             raise store_error("reading", self.path, exc) from exc
@@ -252,7 +261,7 @@ class LogView:
         after = mem.last_seq if mem is not None else 0
         events: list[LoggedEvent] = []
         skipped = 0
-        if mem is None or st.st_size != start or not mem.check.unchanged(st):
+        if mem is None or st.st_size != start or not self._unchanged:
             f = self._log()
             st = os.fstat(f.fileno())
             data = os.pread(f.fileno(), st.st_size - start, start) if st.st_size > start else b""

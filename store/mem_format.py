@@ -97,6 +97,9 @@ _TF_DTYPES: dict[int, str] = {1: "<u1", 2: "<u2", 4: "<u4"}
 _TF_CODES = {1: "B", 2: "H", 4: "I"}
 _SMALL_BLOCK = 48
 """Up to this many postings a block is read and checked with plain integers."""
+_SMALL_STRUCTS: dict[tuple[int, int, int], tuple[struct.Struct, struct.Struct]] = {}
+"""The structs of a small block (its postings, document and frequency widths): at most 48 x 2 x
+3 of them, each made once."""
 _MAX_LINE = 1 << 30
 _LITTLE = sys.byteorder == "little"
 """Keys are stored little-endian: on such a machine they are searched as native integers."""
@@ -451,27 +454,35 @@ class MemIndex:
         want += (8 * e, 8 * e, 4 * e, 4 * e, e, 2 * e, lens[13], lens[14])
         if lens != want:
             raise _bad("sections are not the lengths their counts say")
-        if max(o + n for o, n in zip(offs, lens, strict=True)) + base > size:
+        if max(map(operator.add, offs, lens)) + base > size:
             raise _bad("a section lies outside the file")
-        self._sec = [(base + o, n, c) for o, n, c in zip(offs, lens, table[2::3], strict=True)]
-        self._at = tuple(base + o for o in offs)
+        self._table = table
+        """Each section's offset (from the aligned head's end), length and CRC, three by three."""
+        self._at = [base + o for o in offs]
         """Each section's offset in the file, by its index in _SECTIONS."""
         self._postings_len: int = lens[_POSTINGS]
-        if self.n_words and self._u32("poff", v) != self._sec[_S["postings"]][1]:
+        if self.n_words and self._u32("poff", v) != self._postings_len:
             raise _bad("postings are not the length their offsets say")
 
     # -- sections ---------------------------------------------------------------------------
 
+    @property
+    def _sec(self) -> list[tuple[int, int, int]]:
+        """Each section's (offset in the file, length, CRC), by its index in _SECTIONS."""
+        t = self._table
+        return [(self._at[k], t[3 * k + 1], t[3 * k + 2]) for k in range(len(_SECTIONS))]
+
     def _section(self, name: str) -> bytes:
         """A section's bytes, checked against its CRC."""
-        off, length, crc = self._sec[_S[name]]
+        k = _S[name]
+        off, length, crc = self._at[k], self._table[3 * k + 1], self._table[3 * k + 2]
         data = bytes(self._buf[off : off + length])
         if zlib.crc32(data) != crc:
             raise _bad(f"section {name} fails its check")
         return data
 
     def _u32(self, name: str, i: int) -> int:
-        value: int = struct.unpack_from("<I", self._buf, self._sec[_S[name]][0] + 4 * i)[0]
+        value: int = struct.unpack_from("<I", self._buf, self._at[_S[name]] + 4 * i)[0]
         return value
 
     def _find(self, key: int) -> int | None:
@@ -479,7 +490,7 @@ class MemIndex:
         v = self.n_words
         if not v:
             return None
-        off = self._sec[_S["keys"]][0]
+        off = self._at[_KEYS]
         view = memoryview(self._buf)[off : off + 8 * v]
         try:
             if _LITTLE:
@@ -526,8 +537,8 @@ class MemIndex:
             return empty, empty
         return self.postings_at(i)
 
-    def postings_at(self, i: int) -> tuple[U32, U32]:
-        """:meth:`postings` of the word at index i (:meth:`find_keys`), checked."""
+    def _entry(self, i: int) -> tuple[int, int, int, int, int]:
+        """Word i's block: ``(first byte in the file, size, postings, width, check)``, bounded."""
         if not 0 <= i < self.n_words:
             raise _bad(f"has no word {i}")
         buf = self._buf
@@ -535,30 +546,65 @@ class MemIndex:
         pa, pb = _POFF_PAIR.unpack_from(buf, at[_POFF] + 4 * i)
         width = buf[at[_WIDTH] + i]
         (check,) = _U16.unpack_from(buf, at[_BCHECK] + 2 * i)
-        dtype = _TF_DTYPES.get(width)
-        dw = self.doc_width
-        if dtype is None or not pa < pb <= self._postings_len:
+        if width not in _TF_DTYPES or not pa < pb <= self._postings_len:
             raise _bad(f"entry of word {i} is out of bounds")
-        n, rest = divmod(pb - pa, dw + width)
+        n, rest = divmod(pb - pa, self.doc_width + width)
         if rest:
             raise _bad("postings block is not a whole number of postings")
-        p0 = at[_POSTINGS] + pa
+        return at[_POSTINGS] + pa, pb - pa, n, width, check
+
+    def _small(
+        self, i: int, entry: tuple[int, int, int, int, int]
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """A block of a few postings (:meth:`_entry`) read and checked with plain integers
+        (numpy's calls cost more than the work for them)."""
+        p0, size, n, width, check = entry
+        dw = self.doc_width
+        got = _SMALL_STRUCTS.get((n, dw, width))
+        if got is None:
+            got = _SMALL_STRUCTS[(n, dw, width)] = (
+                struct.Struct(f"<{n}{'H' if dw == 2 else 'I'}"),
+                struct.Struct(f"<{n}{_TF_CODES[width]}"),
+            )
+        buf = self._buf
+        dl = got[0].unpack_from(buf, p0)
+        tl = got[1].unpack_from(buf, p0 + n * dw)
+        sd = sum(dl) + n
+        st = sum(map(operator.mul, tl, range(1, n + 1))) + n * (n + 1) // 2
+        h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + size * _M_SIZE) & _MASK32
+        if (h ^ (h >> 16)) & 0xFFFF != check:
+            raise _bad(f"postings of word {i} fail their check")
+        if max(dl) >= self.n_docs or max(tl) > MAX_QUANTITY:
+            raise _bad("posting is out of range")
+        return dl, tl
+
+    def postings_into(self, i: int, base: int, docs: list[int], tfs: list[int]) -> bool:
+        """Add the postings of the word at index i to ``docs`` (each plus ``base``) and ``tfs``,
+        checked, when its block is small (up to :data:`_SMALL_BLOCK`); False, adding nothing,
+        when it is not (:meth:`postings_at` reads it). A search of many small logs reads most
+        of its postings this way, without an array a word."""
+        entry = self._entry(i)
+        if entry[2] > _SMALL_BLOCK:
+            return False
+        dl, tl = self._small(i, entry)
+        docs.extend([d + base for d in dl] if base else dl)
+        tfs.extend(tl)
+        return True
+
+    def postings_at(self, i: int) -> tuple[U32, U32]:
+        """:meth:`postings` of the word at index i (:meth:`find_keys`), checked."""
+        entry = self._entry(i)
+        p0, size, n, width, check = entry
         if n <= _SMALL_BLOCK:
-            # A few postings: plain integers cost less than numpy's calls.
-            dl = struct.unpack_from(f"<{n}{'H' if dw == 2 else 'I'}", buf, p0)
-            tl = struct.unpack_from(f"<{n}{_TF_CODES[width]}", buf, p0 + n * dw)
-            sd = sum(dl) + n
-            st = sum(map(operator.mul, tl, range(1, n + 1))) + n * (n + 1) // 2
-            h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + (pb - pa) * _M_SIZE) & _MASK32
-            if _fold16(h) != check:
-                raise _bad(f"postings of word {i} fail their check")
-            if max(dl) >= self.n_docs or max(tl) > MAX_QUANTITY:
-                raise _bad("posting is out of range")
+            dl, tl = self._small(i, entry)
             return np.array(dl, dtype=np.uint32), np.array(tl, dtype=np.uint32)
-        block = bytes(buf[p0 : p0 + (pb - pa)])
+        buf = self._buf
+        dw = self.doc_width
+        dtype = _TF_DTYPES[width]
+        block = bytes(buf[p0 : p0 + size])
         docs = np.frombuffer(block, dtype="<u2" if dw == 2 else "<u4", count=n).astype(np.uint32)
         tfs = np.frombuffer(block, dtype=dtype, count=n, offset=n * dw).astype(np.uint32)
-        if _block_check(docs, tfs, width, pb - pa) != check:
+        if _block_check(docs, tfs, width, size) != check:
             raise _bad(f"postings of word {i} fail their check")
         if int(docs.max()) >= self.n_docs or (width == 4 and int(tfs.max()) > MAX_QUANTITY):
             raise _bad("posting is out of range")
