@@ -291,16 +291,15 @@ def _collection(
         try:
             if v.mem is not None and v.mem.n_docs:
                 mem, at = v.mem, lookup.at[si]
-                for w in qwords:
-                    i = at.get(w)
-                    if i is None:
-                        continue
-                    sd, st = small[w]
-                    if not mem.postings_into(i, base, sd, st):
-                        flush(w)
-                        d, t = mem.postings_at(i)
-                        docs[w].append(d + np.uint32(base) if base else d)
-                        tfs[w].append(t)
+                asked = [(w, at[w]) for w in qwords if w in at]
+                big = mem.postings_many([(i, *small[w]) for w, i in asked], base)
+                if big:
+                    for w, i in asked:
+                        if i in big:
+                            flush(w)
+                            d, t = mem.postings_at(i)
+                            docs[w].append(d + np.uint32(base) if base else d)
+                            tfs[w].append(t)
                 lens = mem.lengths()
                 starts.append((si, True, base))
                 lengths.append(lens)

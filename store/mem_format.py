@@ -591,6 +591,56 @@ class MemIndex:
         tfs.extend(tl)
         return True
 
+    def postings_many(
+        self, wanted: Sequence[tuple[int, list[int], list[int]]], base: int
+    ) -> list[int]:
+        """:meth:`postings_into` for several words at once, ``(index, docs, tfs)`` each: one
+        call for all the words a search asks of this ``.mem``. Returns the indices whose blocks
+        are not small (nothing added for them: :meth:`postings_at` reads them)."""
+        buf = self._buf
+        at = self._at
+        poff, wat, bat, post = at[_POFF], at[_WIDTH], at[_BCHECK], at[_POSTINGS]
+        dw, v, n_docs, plen = self.doc_width, self.n_words, self.n_docs, self._postings_len
+        pair, u16, structs, mul = (
+            _POFF_PAIR.unpack_from,
+            _U16.unpack_from,
+            _SMALL_STRUCTS,
+            operator.mul,
+        )
+        big: list[int] = []
+        for i, docs, tfs in wanted:
+            if not 0 <= i < v:
+                raise _bad(f"has no word {i}")
+            pa, pb = pair(buf, poff + 4 * i)
+            width = buf[wat + i]
+            if width not in _TF_CODES or not pa < pb <= plen:
+                raise _bad(f"entry of word {i} is out of bounds")
+            size = pb - pa
+            n, rest = divmod(size, dw + width)
+            if rest:
+                raise _bad("postings block is not a whole number of postings")
+            if n > _SMALL_BLOCK:
+                big.append(i)
+                continue
+            got = structs.get((n, dw, width))
+            if got is None:
+                got = structs[(n, dw, width)] = (
+                    struct.Struct(f"<{n}{'H' if dw == 2 else 'I'}"),
+                    struct.Struct(f"<{n}{_TF_CODES[width]}"),
+                )
+            dl = got[0].unpack_from(buf, post + pa)
+            tl = got[1].unpack_from(buf, post + pa + n * dw)
+            sd = sum(dl) + n
+            st = sum(map(mul, tl, range(1, n + 1))) + n * (n + 1) // 2
+            h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + size * _M_SIZE) & _MASK32
+            if (h ^ (h >> 16)) & 0xFFFF != u16(buf, bat + 2 * i)[0]:
+                raise _bad(f"postings of word {i} fail their check")
+            if max(dl) >= n_docs or max(tl) > MAX_QUANTITY:
+                raise _bad("posting is out of range")
+            docs.extend([d + base for d in dl] if base else dl)
+            tfs.extend(tl)
+        return big
+
     def postings_at(self, i: int) -> tuple[U32, U32]:
         """:meth:`postings` of the word at index i (:meth:`find_keys`), checked."""
         entry = self._entry(i)

@@ -51,6 +51,30 @@ def test_postings_into_adds_what_postings_at_gives(tmp_path: Path) -> None:
         assert big
 
 
+def test_postings_many_adds_what_postings_into_adds_and_names_the_big_blocks(
+    tmp_path: Path,
+) -> None:
+    lg = _log(tmp_path / "t1.jsonl", 120)
+    LogView.open(lg.path).close()
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        order = [*range(mem.n_words - 1, -1, -2), *range(0, mem.n_words, 2)]
+        wanted: list[tuple[int, list[int], list[int]]] = [(i, [1], []) for i in order]
+        big = mem.postings_many(wanted, 5)
+        want_big = []
+        for i, docs, tfs in wanted:
+            d: list[int] = [1]
+            t: list[int] = []
+            if mem.postings_into(i, 5, d, t):
+                assert (docs, tfs) == (d, t)
+            else:
+                want_big.append(i)
+                assert (docs, tfs) == ([1], [])
+        assert big == want_big
+        assert big
+        with pytest.raises(FormatError, match="has no word"):
+            mem.postings_many([(mem.n_words, [], [])], 0)
+
+
 def test_a_damaged_small_block_is_found_by_postings_into(tmp_path: Path) -> None:
     lg = _log(tmp_path / "t1.jsonl", 3)
     LogView.open(lg.path).close()
@@ -67,6 +91,8 @@ def test_a_damaged_small_block_is_found_by_postings_into(tmp_path: Path) -> None
         for i in range(n):
             with pytest.raises(FormatError, match=r"^\.mem (postings of word \d+ fail|posting)"):
                 mem.postings_into(i, 0, [], [])
+            with pytest.raises(FormatError, match=r"^\.mem (postings of word \d+ fail|posting)"):
+                mem.postings_many([(i, [], [])], 0)
             failed += 1
         assert failed == n
         with pytest.raises(FormatError, match="has no word"):
