@@ -236,15 +236,12 @@ class _Lookup:
             v = src.view
             if v.mem is not None and v.mem.n_docs:
                 try:
-                    found = v.mem.find_keys(keys)
+                    hit, where = v.mem.found_keys(keys)
                 except FormatError as exc:
                     raise Damaged(si, exc) from None
-                hit = np.flatnonzero(found >= 0)
-                if hit.size:
+                if hit:
                     any_held[hit] = True
-                    self.at[si].update(
-                        zip([words[j] for j in hit.tolist()], found[hit].tolist(), strict=True)
-                    )
+                    self.at[si].update(zip([words[j] for j in hit], where, strict=True))
             if v.tail_docs and v.tail_segment is not None:
                 seg = v.tail_segment
                 got = {w for w in words if seg.word_id(w) is not None}

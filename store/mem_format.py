@@ -523,6 +523,21 @@ class MemIndex:
             del arr  # the map cannot close while an array over it is held
         return at
 
+    def found_keys(self, keys: U64) -> tuple[list[int], list[int]]:
+        """:meth:`find_keys` as two lists: the positions in ``keys`` of the words this ``.mem``
+        holds, and each one's index here (fewer calls for a search of many logs)."""
+        v = self.n_words
+        if not v or not keys.size:
+            return [], []
+        arr = np.frombuffer(self._buf, dtype="<u8", count=v, offset=self._at[_KEYS])
+        try:
+            at = arr.searchsorted(keys)
+            np.minimum(at, v - 1, out=at)
+            hit = np.flatnonzero(arr.take(at) == keys)
+        finally:
+            del arr  # the map cannot close while an array over it is held
+        return hit.tolist(), at.take(hit).tolist()
+
     def holds(self, keys: U64) -> npt.NDArray[np.bool_]:
         """Which of the word keys this ``.mem`` holds (:meth:`find_keys`)."""
         found: npt.NDArray[np.bool_] = self.find_keys(keys) >= 0

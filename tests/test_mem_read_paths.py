@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
-from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path
+from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
 from nodwyn_retrieval.store.transcripts import NODWYN, place, plain_dir, reader_for, unplace
 from nodwyn_retrieval.store.transcripts.claude import CLAUDE
 
@@ -134,3 +134,18 @@ def test_a_view_told_its_reader_is_the_view_that_finds_it(tmp_path: Path) -> Non
         assert not b.wrote
         assert (b.mem.n_words, b.n_events, b.reader) == want
         assert isinstance(b.path, Path)
+
+
+def test_found_keys_says_what_find_keys_says(tmp_path: Path) -> None:
+    lg = _log(tmp_path / "t1.jsonl", 30)
+    LogView.open(lg.path).close()
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        words = ["common", "only3", "absent", "filler", "only29", "nowhere", "common"]
+        keys = word_keys(words)
+        at = mem.find_keys(keys)
+        hit, where = mem.found_keys(keys)
+        assert hit == [j for j in range(len(words)) if at[j] >= 0]
+        assert where == [int(at[j]) for j in hit]
+        assert [words[j] for j in hit] == ["common", "only3", "filler", "only29", "common"]
+        assert mem.found_keys(word_keys([])) == ([], [])
+        assert mem.found_keys(word_keys(["absent"])) == ([], [])
