@@ -68,8 +68,8 @@ lock, a ``.mem`` matching the log and covering as much leaves it.
 The module is the ``.mem``'s facade and its view of a log at a search (:class:`LogView`); the
 concepts below it have modules of their own: :mod:`store.mem_log` (the log's lines and the check
 against the log), :mod:`store.mem_fold` (word keys and the fold of events into postings and
-cards), :mod:`store.mem_format` (the layout's encoding and the checked reading of a file). Import
-from here: the names of all four are re-exported.
+cards), :mod:`store.mem_encode` (the layout's encoding), :mod:`store.mem_format` (the checked
+reading of a file). Import from here: the names of all five are re-exported.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ from nodwyn_retrieval.retrieval.events import (
     event_counts,
 )
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.store.mem_encode import MemBuild, build_mem
 from nodwyn_retrieval.store.mem_fold import (
     Fold,
     fold_events,
@@ -101,9 +102,7 @@ from nodwyn_retrieval.store.mem_format import (
     MAGIC,
     VERSION,
     EventArrays,
-    MemBuild,
     MemIndex,
-    build_mem,
     postings_of,
 )
 from nodwyn_retrieval.store.mem_log import (
@@ -378,5 +377,3 @@ def _remove(path: Path) -> None:
             path.unlink(missing_ok=True)
     except (OSError, Timeout) as exc:
         log.warning("cannot remove %s: %s", path, exc)
-
-
