@@ -268,7 +268,7 @@ def _collection(
     lookup.held([w for w in qwords if w not in lookup.asked])
     lengths: list[npt.NDArray[np.uint32]] = []
     # Each word's postings, part after part in order: arrays, and between them the small blocks
-    # as plain integers (MemIndex.postings_into), made one array when an array follows or at
+    # as plain integers (MemIndex.postings_many), made one array when an array follows or at
     # the end.
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}

@@ -455,25 +455,14 @@ class MemIndex:
             raise _bad("posting is out of range")
         return dl, tl
 
-    def postings_into(self, i: int, base: int, docs: list[int], tfs: list[int]) -> bool:
-        """Add the postings of the word at index i to ``docs`` (each plus ``base``) and ``tfs``,
-        checked, when its block is small (up to :data:`_SMALL_BLOCK`); False, adding nothing,
-        when it is not (:meth:`postings_at` reads it). A search of many small logs reads most
-        of its postings this way, without an array a word."""
-        entry = self._entry(i)
-        if entry[2] > _SMALL_BLOCK:
-            return False
-        dl, tl = self._small(i, entry)
-        docs.extend([d + base for d in dl] if base else dl)
-        tfs.extend(tl)
-        return True
-
     def postings_many(
         self, wanted: Sequence[tuple[int, list[int], list[int]]], base: int
     ) -> list[int]:
-        """:meth:`postings_into` for several words at once, ``(index, docs, tfs)`` each: one
-        call for all the words a search asks of this ``.mem``. Returns the indices whose blocks
-        are not small (nothing added for them: :meth:`postings_at` reads them)."""
+        """For each ``(index, docs, tfs)``, add the postings of the word at that index to
+        ``docs`` (each plus ``base``) and ``tfs``, checked, when its block is small (up to
+        :data:`_SMALL_BLOCK` postings): one call for all the words a search asks of this
+        ``.mem``, without an array a word. Returns the indices whose blocks are not small
+        (nothing added for them: :meth:`postings_at` reads them)."""
         buf = self._buf
         at = self._at
         poff, wat, bat, post = at[_POFF], at[_WIDTH], at[_BCHECK], at[_POSTINGS]

@@ -1,5 +1,5 @@
 """The shorter ways a later search reads: a small postings block as plain integers
-(MemIndex.postings_into), a directory's reader known once (store.transcripts.plain_dir), and
+(MemIndex.postings_many), a directory's reader known once (store.transcripts.plain_dir), and
 the view told its reader; each gives what the full path gives."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _log(path: Path, outputs: int) -> Log:
     return lg
 
 
-def test_postings_into_adds_what_postings_at_gives(tmp_path: Path) -> None:
+def test_postings_many_of_one_word_adds_what_postings_at_gives(tmp_path: Path) -> None:
     lg = _log(tmp_path / "t1.jsonl", 120)
     LogView.open(lg.path).close()
     with MemIndex.open(mem_path(lg.path)) as mem:
@@ -35,13 +35,13 @@ def test_postings_into_adds_what_postings_at_gives(tmp_path: Path) -> None:
             docs, tfs = mem.postings_at(i)
             got_d: list[int] = [7]
             got_t: list[int] = [9]
-            if mem.postings_into(i, 1000, got_d, got_t):
+            if not mem.postings_many([(i, got_d, got_t)], 1000):
                 small += 1
                 assert got_d == [7, *(int(d) + 1000 for d in docs)]
                 assert got_t == [9, *map(int, tfs)]
                 plain_d: list[int] = []
                 plain_t: list[int] = []
-                assert mem.postings_into(i, 0, plain_d, plain_t)
+                assert mem.postings_many([(i, plain_d, plain_t)], 0) == []
                 assert np.array_equal(np.array(plain_d), docs)
             else:
                 big += 1
@@ -51,7 +51,7 @@ def test_postings_into_adds_what_postings_at_gives(tmp_path: Path) -> None:
         assert big
 
 
-def test_postings_many_adds_what_postings_into_adds_and_names_the_big_blocks(
+def test_postings_many_of_many_words_adds_what_each_alone_adds_and_names_the_big_blocks(
     tmp_path: Path,
 ) -> None:
     lg = _log(tmp_path / "t1.jsonl", 120)
@@ -64,7 +64,7 @@ def test_postings_many_adds_what_postings_into_adds_and_names_the_big_blocks(
         for i, docs, tfs in wanted:
             d: list[int] = [1]
             t: list[int] = []
-            if mem.postings_into(i, 5, d, t):
+            if not mem.postings_many([(i, d, t)], 5):
                 assert (docs, tfs) == (d, t)
             else:
                 want_big.append(i)
@@ -75,7 +75,7 @@ def test_postings_many_adds_what_postings_into_adds_and_names_the_big_blocks(
             mem.postings_many([(mem.n_words, [], [])], 0)
 
 
-def test_a_damaged_small_block_is_found_by_postings_into(tmp_path: Path) -> None:
+def test_a_damaged_small_block_is_found_by_postings_many(tmp_path: Path) -> None:
     lg = _log(tmp_path / "t1.jsonl", 3)
     LogView.open(lg.path).close()
     mp = mem_path(lg.path)
@@ -90,13 +90,13 @@ def test_a_damaged_small_block_is_found_by_postings_into(tmp_path: Path) -> None
         failed = 0
         for i in range(n):
             with pytest.raises(FormatError, match=r"^\.mem (postings of word \d+ fail|posting)"):
-                mem.postings_into(i, 0, [], [])
+                mem.postings_at(i)
             with pytest.raises(FormatError, match=r"^\.mem (postings of word \d+ fail|posting)"):
                 mem.postings_many([(i, [], [])], 0)
             failed += 1
         assert failed == n
         with pytest.raises(FormatError, match="has no word"):
-            mem.postings_into(n, 0, [], [])
+            mem.postings_at(n)
 
 
 def test_plain_dir_says_what_reader_for_says_of_each_log(
