@@ -236,15 +236,12 @@ class _Lookup:
             v = src.view
             if v.mem is not None and v.mem.n_docs:
                 try:
-                    found = v.mem.find_keys(keys)
+                    hit, where = v.mem.found_keys(keys)
                 except FormatError as exc:
                     raise Damaged(si, exc) from None
-                hit = np.flatnonzero(found >= 0)
-                if hit.size:
+                if hit:
                     any_held[hit] = True
-                    self.at[si].update(
-                        zip([words[j] for j in hit.tolist()], found[hit].tolist(), strict=True)
-                    )
+                    self.at[si].update(zip([words[j] for j in hit], where, strict=True))
             if v.tail_docs and v.tail_segment is not None:
                 seg = v.tail_segment
                 got = {w for w in words if seg.word_id(w) is not None}
@@ -270,33 +267,56 @@ def _collection(
     """
     lookup.held([w for w in qwords if w not in lookup.asked])
     lengths: list[npt.NDArray[np.uint32]] = []
+    # Each word's postings, part after part in order: arrays, and between them the small blocks
+    # as plain integers (MemIndex.postings_many), made one array when an array follows or at
+    # the end.
     docs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
     tfs: dict[str, list[npt.NDArray[np.uint32]]] = {w: [] for w in qwords}
+    small: dict[str, tuple[list[int], list[int]]] = {w: ([], []) for w in qwords}
+
+    def flush(w: str) -> None:
+        sd, st = small[w]
+        if sd:
+            docs[w].append(np.array(sd, dtype=np.uint32))
+            tfs[w].append(np.array(st, dtype=np.uint32))
+            small[w] = ([], [])
+
     starts: list[tuple[int, bool, int]] = []
     base = 0
     for si, src in enumerate(sources):
         v = src.view
         try:
-            for in_mem in (True, False):
-                if in_mem and v.mem is not None and v.mem.n_docs:
-                    mem, at = v.mem, lookup.at[si]
-                    got = [(w, mem.postings_at(at[w])) for w in qwords if w in at]
-                    lens = mem.lengths()
-                elif not in_mem and v.tail_docs and v.tail_segment is not None:
-                    seg, held = v.tail_segment, lookup.tail[si]
-                    got = [(w, seg.postings(w)) for w in qwords if w in held]
-                    lens = seg.lengths
-                else:
-                    continue
-                for w, (d, t) in got:
-                    if d.size:
-                        docs[w].append(d + np.uint32(base) if base else d)
-                        tfs[w].append(t)
-                starts.append((si, in_mem, base))
+            if v.mem is not None and v.mem.n_docs:
+                mem, at = v.mem, lookup.at[si]
+                asked = [(w, at[w]) for w in qwords if w in at]
+                big = mem.postings_many([(i, *small[w]) for w, i in asked], base)
+                if big:
+                    for w, i in asked:
+                        if i in big:
+                            flush(w)
+                            d, t = mem.postings_at(i)
+                            docs[w].append(d + np.uint32(base) if base else d)
+                            tfs[w].append(t)
+                lens = mem.lengths()
+                starts.append((si, True, base))
                 lengths.append(lens)
                 base += int(lens.shape[0])
+            if v.tail_docs and v.tail_segment is not None:
+                seg, held = v.tail_segment, lookup.tail[si]
+                for w in qwords:
+                    if w in held:
+                        d, t = seg.postings(w)
+                        if d.size:
+                            flush(w)
+                            docs[w].append(d + np.uint32(base) if base else d)
+                            tfs[w].append(t)
+                starts.append((si, False, base))
+                lengths.append(seg.lengths)
+                base += int(seg.lengths.shape[0])
         except FormatError as exc:
             raise Damaged(si, exc) from None
+    for w in qwords:
+        flush(w)
     found = [w for w in qwords if docs[w]]
     offsets = np.zeros(len(found) + 1, dtype=np.int64)
     np.cumsum([sum(d.size for d in docs[w]) for w in found], out=offsets[1:])

@@ -51,7 +51,7 @@ from nodwyn_retrieval.store.atomic import file_lock, store_error
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
 from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path
-from nodwyn_retrieval.store.transcripts import sessions_of
+from nodwyn_retrieval.store.transcripts import NODWYN, plain_dir, sessions_of
 
 __all__ = [
     "DISABLED",
@@ -343,10 +343,12 @@ class EarlierActor(Actor):
         await self._fold_in_parallel(tasks)
         views: list[LogView] = []
         kept: list[Task] = []
+        # The tasks directory's logs are this project's: their reader is known once for all.
+        plain = NODWYN if plain_dir(self.tasks_dir) else None
         try:
             for t in tasks:
                 try:
-                    view = LogView.open(t.log, st=t.st)
+                    view = LogView.open(t.log, st=t.st, reader=None if t.transcript else plain)
                 except NotFound:
                     continue  # deleted while we listed: gone with its log
                 views.append(view)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Self
 
+import msgspec
 from nodwyn_retrieval.errors import BadInput, FormatError, NotFound
 from nodwyn_retrieval.store.atomic import store_error, write_atomic
 
@@ -69,11 +70,26 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+_decode = msgspec.json.Decoder().decode
+
+
+def _loads(line: bytes) -> Any:
+    """``json.loads(line)``, by msgspec's decoder where it can (three times faster: a log's
+    first fold is bound by it). msgspec gives the values ``json`` gives, numbers past 64 bits
+    included, and refuses what it does not take as ``json`` does (a byte-order mark, a lone
+    surrogate, ``NaN``, a number past a float's range, a UTF-16 line): those lines, and bad ones,
+    go to ``json`` itself, whose answer stands."""
+    try:
+        return _decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return json.loads(line)
+
+
 def event_of(line: bytes) -> dict[str, Any] | None:
     """The event a complete line holds, or None when it is not one: not JSON, not an object, or
     without an integer ``seq`` of at least 1 and a non-empty string ``kind``."""
     try:
-        obj = json.loads(line)
+        obj = _loads(line)
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, a 5,000-digit number, deep nesting
         return None
     if not isinstance(obj, dict):

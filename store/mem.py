@@ -68,8 +68,8 @@ lock, a ``.mem`` matching the log and covering as much leaves it.
 The module is the ``.mem``'s facade and its view of a log at a search (:class:`LogView`); the
 concepts below it have modules of their own: :mod:`store.mem_log` (the log's lines and the check
 against the log), :mod:`store.mem_fold` (word keys and the fold of events into postings and
-cards), :mod:`store.mem_format` (the layout's encoding and the checked reading of a file). Import
-from here: the names of all four are re-exported.
+cards), :mod:`store.mem_encode` (the layout's encoding), :mod:`store.mem_format` (the checked
+reading of a file). Import from here: the names of all five are re-exported.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ from nodwyn_retrieval.retrieval.events import (
     event_counts,
 )
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.store.mem_encode import MemBuild, build_mem
 from nodwyn_retrieval.store.mem_fold import (
     Fold,
     fold_events,
@@ -101,9 +102,7 @@ from nodwyn_retrieval.store.mem_format import (
     MAGIC,
     VERSION,
     EventArrays,
-    MemBuild,
     MemIndex,
-    build_mem,
     postings_of,
 )
 from nodwyn_retrieval.store.mem_log import (
@@ -186,16 +185,24 @@ class LogView:
     reader: Reader = NODWYN
     """What reads the log's lines and places its ``.mem`` (store.transcripts)."""
     _file: Any = None
+    _unchanged: bool = False
+    """Whether the last check found the log's ``stat`` as the ``.mem`` was built from."""
 
     @classmethod
     def open(
-        cls, log_path: Path, *, write: bool = True, st: os.stat_result | None = None
+        cls,
+        log_path: Path,
+        *,
+        write: bool = True,
+        st: os.stat_result | None = None,
+        reader: Reader | None = None,
     ) -> LogView:
         """Check the log's ``.mem`` against it, rebuild or extend it as needed (written when
         ``write``), and fold the events after it. NotFound when there is no log. ``st`` is the
-        log's ``stat`` when the caller has just taken it."""
-        view = cls(Path(log_path))
-        view.reader = reader_for(view.path)
+        log's ``stat`` when the caller has just taken it; ``reader`` what reads it when the
+        caller knows (store.transcripts.reader_for otherwise)."""
+        view = cls(log_path if isinstance(log_path, Path) else Path(log_path))
+        view.reader = reader_for(view.path) if reader is None else reader
         if st is None:
             try:
                 st = os.stat(view.path)
@@ -233,7 +240,8 @@ class LogView:
             log.info("%s: %s", mpath, exc)
             return None, str(exc)
         try:
-            ok = mem.check.unchanged(st) or mem.check.hashes_match(self._log())
+            self._unchanged = mem.check.unchanged(st)
+            ok = self._unchanged or mem.check.hashes_match(self._log())
         except OSError as exc:
             mem.close()
             raise store_error("reading", self.path, exc) from exc
@@ -252,7 +260,7 @@ class LogView:
         after = mem.last_seq if mem is not None else 0
         events: list[LoggedEvent] = []
         skipped = 0
-        if mem is None or st.st_size != start or not mem.check.unchanged(st):
+        if mem is None or st.st_size != start or not self._unchanged:
             f = self._log()
             st = os.fstat(f.fileno())
             data = os.pread(f.fileno(), st.st_size - start, start) if st.st_size > start else b""
@@ -369,5 +377,3 @@ def _remove(path: Path) -> None:
             path.unlink(missing_ok=True)
     except (OSError, Timeout) as exc:
         log.warning("cannot remove %s: %s", path, exc)
-
-

@@ -1,5 +1,6 @@
-"""The bytes of a ``.mem``: its layout, the encoding of a fold and the checked, bounded reading
-of a file (:class:`MemIndex`); the layout is described in store.mem."""
+"""The bytes of a ``.mem``: its layout's constants and checks, and the checked, bounded reading of
+a file (:class:`MemIndex`); the layout is described in store.mem, its encoding is
+:mod:`store.mem_encode`'s."""
 
 from __future__ import annotations
 
@@ -18,27 +19,23 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from nodwyn_retrieval.errors import FormatError, StoreError
+from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
 from nodwyn_retrieval.retrieval.events import (
     EVENTS_VERSION,
     Card,
 )
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION
-from nodwyn_retrieval.store.codec import HEADER, decode, encode
+from nodwyn_retrieval.store.codec import HEADER, decode
 from nodwyn_retrieval.store.mem_fold import (
-    _EV_DTYPES,
     I64,
     U32,
     U64,
     Fold,
     _spans,
-    _sum_repeats,
-    fold_events,
-    merge_folds,
     word_key,
 )
-from nodwyn_retrieval.store.mem_log import LogCheck, LoggedEvent
+from nodwyn_retrieval.store.mem_log import LogCheck
 
 MAGIC = b"NRME"
 VERSION = 1
@@ -97,6 +94,9 @@ _TF_DTYPES: dict[int, str] = {1: "<u1", 2: "<u2", 4: "<u4"}
 _TF_CODES = {1: "B", 2: "H", 4: "I"}
 _SMALL_BLOCK = 48
 """Up to this many postings a block is read and checked with plain integers."""
+_SMALL_STRUCTS: dict[tuple[int, int, int], tuple[struct.Struct, struct.Struct]] = {}
+"""The structs of a small block (its postings, document and frequency widths): at most 48 x 2 x
+3 of them, each made once."""
 _MAX_LINE = 1 << 30
 _LITTLE = sys.byteorder == "little"
 """Keys are stored little-endian: on such a machine they are searched as native integers."""
@@ -156,145 +156,10 @@ def _block_checks(docs: I64, tfs: I64, counts: I64, width: I64, block: I64) -> n
     return out
 
 
-def _payload(obj: object) -> bytes:
-    """obj as store.codec frames it, without the frame's header: a section read with
-    :func:`_unframe`."""
-    return encode(MAGIC, VERSION, obj)[HEADER.size :]
-
-
 def _unframe(data: bytes) -> object:
-    """A section written by :func:`_payload`, through store.codec's bounded decoding."""
+    """A section written by store.mem_encode's ``_payload``, through store.codec's bounded
+    decoding."""
     return decode(MAGIC, VERSION, HEADER.pack(MAGIC, VERSION, 0) + data)
-
-
-def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
-    """The bytes of a ``.mem`` holding fold (the layout of the module docstring)."""
-    n_docs = fold.n_docs
-    # Postings by (word in key order, document), repeats added up.
-    order = np.argsort(fold.keys, kind="stable")
-    rank = np.empty(order.shape[0], dtype=np.int64)
-    rank[order] = np.arange(order.shape[0], dtype=np.int64)
-    wr = rank[fold.pair_word] if fold.pair_word.size else fold.pair_word
-    span = max(n_docs, 1)
-    pkeys, tfs = _sum_repeats(wr * span + fold.pair_doc, fold.pair_tf)
-    np.minimum(tfs, MAX_QUANTITY, out=tfs)
-    wr = pkeys // span
-    docs = pkeys - wr * span
-    # A word with no posting left (its only text was empty) leaves the vocabulary.
-    present = np.bincount(wr, minlength=order.shape[0]) > 0
-    keys = fold.keys[order][present]
-    if not bool(np.all(present)):
-        remap = np.cumsum(present) - 1
-        wr = remap[wr]
-    n_words = int(keys.shape[0])
-    counts = np.bincount(wr, minlength=n_words).astype(np.int64)
-    starts = np.cumsum(counts) - counts
-    maxtf = np.maximum.reduceat(tfs, starts) if docs.size else np.zeros(0, dtype=np.int64)
-    width = np.where(maxtf < 256, 1, np.where(maxtf < 65536, 2, 4)).astype(np.int64)
-    dw = 2 if n_docs <= 65536 else 4
-    block = counts * (dw + width)
-    poff = np.zeros(n_words + 1, dtype=np.int64)
-    np.cumsum(block, out=poff[1:])
-    total = int(poff[-1])
-    if total >= 2**32:
-        raise StoreError("a .mem's postings would pass 4 GiB: not written")
-    out = np.zeros(total, dtype=np.uint8)
-    if docs.size:
-        _, rel = _spans(counts)
-        pos = poff[wr] + rel * dw
-        for k in range(dw):
-            out[pos + k] = (docs >> (8 * k)) & 0xFF
-        tw = width[wr]
-        pos = poff[wr] + counts[wr] * dw + rel * tw
-        for k in range(4):
-            m = tw > k
-            out[pos[m] + k] = (tfs[m] >> (8 * k)) & 0xFF
-    lengths = np.minimum(fold.doc_len, MAX_QUANTITY)
-    frame = HEADER.pack(MAGIC, VERSION, 0)
-    blobs: dict[str, bytes] = {
-        "keys": keys.astype("<u8").tobytes(),
-        "poff": poff.astype("<u4").tobytes(),
-        "width": width.astype("<u1").tobytes(),
-        "bcheck": _block_checks(docs, tfs, counts, width, block).astype("<u2").tobytes(),
-        "postings": out.tobytes(),
-        "doc_len": lengths.astype("<u4").tobytes(),
-        "doc_event": fold.doc_event.astype("<u4").tobytes(),
-        **{k: np.ascontiguousarray(fold.ev[k], dtype=dt).tobytes() for k, dt in _EV_DTYPES.items()},
-        "names": _payload({"kinds": fold.kinds, "agents": fold.agents}),
-        "cards": _payload([c.to_obj() for c in fold.cards]),
-    }
-    table: list[int] = []
-    parts: list[bytes] = []
-    at = 0
-    for name in _SECTIONS:
-        data = blobs[name]
-        table.extend((at, len(data), zlib.crc32(data)))
-        parts.append(data)
-        pad = _align(at + len(data)) - (at + len(data))
-        parts.append(b"\0" * pad)
-        at += len(data) + pad
-    seq = fold.ev["ev_seq"]
-    head = _HEAD.pack(
-        check.covered,
-        int(seq[0]) if seq.shape[0] else 0,
-        int(seq[-1]) if seq.shape[0] else 0,
-        fold.n_events,
-        n_docs,
-        n_words,
-        len(fold.cards),
-        int(lengths.sum()),
-        skipped,
-        dw,
-        check.ino,
-        check.size,
-        check.mtime_ns,
-        check.ctime_ns,
-        check.built_ns,
-        check.head_sha,
-        check.tail_sha,
-        WORDS_VERSION,
-        EVENTS_VERSION,
-        *table,
-    )
-    gap = b"\0" * (_align(_BASE) - _BASE)
-    return b"".join([frame, _CRC.pack(zlib.crc32(head)), head, gap, *parts])
-
-
-@dataclass(frozen=True, slots=True)
-class MemBuild:
-    """A ``.mem``'s bytes and what they cover."""
-
-    data: bytes
-    """The file's bytes."""
-    covered: int
-    """The log bytes it covers."""
-    events: int
-    """Events it holds."""
-    docs: int
-    """Ranked events it holds."""
-
-
-def build_mem(
-    events: Sequence[LoggedEvent],
-    *,
-    check: LogCheck,
-    skipped: int = 0,
-    base: MemIndex | None = None,
-) -> MemBuild:
-    """The ``.mem`` of ``events``, the log's events up to ``check.covered`` in order.
-
-    With ``base``, an open ``.mem`` of the same log's beginning, the result holds its documents,
-    events and cards first and ``events`` (those after ``base.covered``) after them: the log's
-    beginning is not read again. FormatError when ``base`` turns out damaged.
-    """
-    fold = fold_events(events)
-    if base is not None:
-        fold = merge_folds(base.fold(), fold)
-        skipped += base.skipped
-    return MemBuild(_encode(fold, check, skipped), check.covered, fold.n_events, fold.n_docs)
-
-
-# -- reading -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,27 +316,35 @@ class MemIndex:
         want += (8 * e, 8 * e, 4 * e, 4 * e, e, 2 * e, lens[13], lens[14])
         if lens != want:
             raise _bad("sections are not the lengths their counts say")
-        if max(o + n for o, n in zip(offs, lens, strict=True)) + base > size:
+        if max(map(operator.add, offs, lens)) + base > size:
             raise _bad("a section lies outside the file")
-        self._sec = [(base + o, n, c) for o, n, c in zip(offs, lens, table[2::3], strict=True)]
-        self._at = tuple(base + o for o in offs)
+        self._table = table
+        """Each section's offset (from the aligned head's end), length and CRC, three by three."""
+        self._at = [base + o for o in offs]
         """Each section's offset in the file, by its index in _SECTIONS."""
         self._postings_len: int = lens[_POSTINGS]
-        if self.n_words and self._u32("poff", v) != self._sec[_S["postings"]][1]:
+        if self.n_words and self._u32("poff", v) != self._postings_len:
             raise _bad("postings are not the length their offsets say")
 
     # -- sections ---------------------------------------------------------------------------
 
+    @property
+    def _sec(self) -> list[tuple[int, int, int]]:
+        """Each section's (offset in the file, length, CRC), by its index in _SECTIONS."""
+        t = self._table
+        return [(self._at[k], t[3 * k + 1], t[3 * k + 2]) for k in range(len(_SECTIONS))]
+
     def _section(self, name: str) -> bytes:
         """A section's bytes, checked against its CRC."""
-        off, length, crc = self._sec[_S[name]]
+        k = _S[name]
+        off, length, crc = self._at[k], self._table[3 * k + 1], self._table[3 * k + 2]
         data = bytes(self._buf[off : off + length])
         if zlib.crc32(data) != crc:
             raise _bad(f"section {name} fails its check")
         return data
 
     def _u32(self, name: str, i: int) -> int:
-        value: int = struct.unpack_from("<I", self._buf, self._sec[_S[name]][0] + 4 * i)[0]
+        value: int = struct.unpack_from("<I", self._buf, self._at[_S[name]] + 4 * i)[0]
         return value
 
     def _find(self, key: int) -> int | None:
@@ -479,7 +352,7 @@ class MemIndex:
         v = self.n_words
         if not v:
             return None
-        off = self._sec[_S["keys"]][0]
+        off = self._at[_KEYS]
         view = memoryview(self._buf)[off : off + 8 * v]
         try:
             if _LITTLE:
@@ -512,6 +385,21 @@ class MemIndex:
             del arr  # the map cannot close while an array over it is held
         return at
 
+    def found_keys(self, keys: U64) -> tuple[list[int], list[int]]:
+        """:meth:`find_keys` as two lists: the positions in ``keys`` of the words this ``.mem``
+        holds, and each one's index here (fewer calls for a search of many logs)."""
+        v = self.n_words
+        if not v or not keys.size:
+            return [], []
+        arr = np.frombuffer(self._buf, dtype="<u8", count=v, offset=self._at[_KEYS])
+        try:
+            at = arr.searchsorted(keys)
+            np.minimum(at, v - 1, out=at)
+            hit = np.flatnonzero(arr.take(at) == keys)
+        finally:
+            del arr  # the map cannot close while an array over it is held
+        return hit.tolist(), at.take(hit).tolist()
+
     def holds(self, keys: U64) -> npt.NDArray[np.bool_]:
         """Which of the word keys this ``.mem`` holds (:meth:`find_keys`)."""
         found: npt.NDArray[np.bool_] = self.find_keys(keys) >= 0
@@ -526,8 +414,8 @@ class MemIndex:
             return empty, empty
         return self.postings_at(i)
 
-    def postings_at(self, i: int) -> tuple[U32, U32]:
-        """:meth:`postings` of the word at index i (:meth:`find_keys`), checked."""
+    def _entry(self, i: int) -> tuple[int, int, int, int, int]:
+        """Word i's block: ``(first byte in the file, size, postings, width, check)``, bounded."""
         if not 0 <= i < self.n_words:
             raise _bad(f"has no word {i}")
         buf = self._buf
@@ -535,30 +423,104 @@ class MemIndex:
         pa, pb = _POFF_PAIR.unpack_from(buf, at[_POFF] + 4 * i)
         width = buf[at[_WIDTH] + i]
         (check,) = _U16.unpack_from(buf, at[_BCHECK] + 2 * i)
-        dtype = _TF_DTYPES.get(width)
-        dw = self.doc_width
-        if dtype is None or not pa < pb <= self._postings_len:
+        if width not in _TF_DTYPES or not pa < pb <= self._postings_len:
             raise _bad(f"entry of word {i} is out of bounds")
-        n, rest = divmod(pb - pa, dw + width)
+        n, rest = divmod(pb - pa, self.doc_width + width)
         if rest:
             raise _bad("postings block is not a whole number of postings")
-        p0 = at[_POSTINGS] + pa
-        if n <= _SMALL_BLOCK:
-            # A few postings: plain integers cost less than numpy's calls.
-            dl = struct.unpack_from(f"<{n}{'H' if dw == 2 else 'I'}", buf, p0)
-            tl = struct.unpack_from(f"<{n}{_TF_CODES[width]}", buf, p0 + n * dw)
+        return at[_POSTINGS] + pa, pb - pa, n, width, check
+
+    def _small(
+        self, i: int, entry: tuple[int, int, int, int, int]
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """A block of a few postings (:meth:`_entry`) read and checked with plain integers
+        (numpy's calls cost more than the work for them)."""
+        p0, size, n, width, check = entry
+        dw = self.doc_width
+        got = _SMALL_STRUCTS.get((n, dw, width))
+        if got is None:
+            got = _SMALL_STRUCTS[(n, dw, width)] = (
+                struct.Struct(f"<{n}{'H' if dw == 2 else 'I'}"),
+                struct.Struct(f"<{n}{_TF_CODES[width]}"),
+            )
+        buf = self._buf
+        dl = got[0].unpack_from(buf, p0)
+        tl = got[1].unpack_from(buf, p0 + n * dw)
+        sd = sum(dl) + n
+        st = sum(map(operator.mul, tl, range(1, n + 1))) + n * (n + 1) // 2
+        h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + size * _M_SIZE) & _MASK32
+        if (h ^ (h >> 16)) & 0xFFFF != check:
+            raise _bad(f"postings of word {i} fail their check")
+        if max(dl) >= self.n_docs or max(tl) > MAX_QUANTITY:
+            raise _bad("posting is out of range")
+        return dl, tl
+
+    def postings_many(
+        self, wanted: Sequence[tuple[int, list[int], list[int]]], base: int
+    ) -> list[int]:
+        """For each ``(index, docs, tfs)``, add the postings of the word at that index to
+        ``docs`` (each plus ``base``) and ``tfs``, checked, when its block is small (up to
+        :data:`_SMALL_BLOCK` postings): one call for all the words a search asks of this
+        ``.mem``, without an array a word. Returns the indices whose blocks are not small
+        (nothing added for them: :meth:`postings_at` reads them)."""
+        buf = self._buf
+        at = self._at
+        poff, wat, bat, post = at[_POFF], at[_WIDTH], at[_BCHECK], at[_POSTINGS]
+        dw, v, n_docs, plen = self.doc_width, self.n_words, self.n_docs, self._postings_len
+        pair, u16, structs, mul = (
+            _POFF_PAIR.unpack_from,
+            _U16.unpack_from,
+            _SMALL_STRUCTS,
+            operator.mul,
+        )
+        big: list[int] = []
+        for i, docs, tfs in wanted:
+            if not 0 <= i < v:
+                raise _bad(f"has no word {i}")
+            pa, pb = pair(buf, poff + 4 * i)
+            width = buf[wat + i]
+            if width not in _TF_CODES or not pa < pb <= plen:
+                raise _bad(f"entry of word {i} is out of bounds")
+            size = pb - pa
+            n, rest = divmod(size, dw + width)
+            if rest:
+                raise _bad("postings block is not a whole number of postings")
+            if n > _SMALL_BLOCK:
+                big.append(i)
+                continue
+            got = structs.get((n, dw, width))
+            if got is None:
+                got = structs[(n, dw, width)] = (
+                    struct.Struct(f"<{n}{'H' if dw == 2 else 'I'}"),
+                    struct.Struct(f"<{n}{_TF_CODES[width]}"),
+                )
+            dl = got[0].unpack_from(buf, post + pa)
+            tl = got[1].unpack_from(buf, post + pa + n * dw)
             sd = sum(dl) + n
-            st = sum(map(operator.mul, tl, range(1, n + 1))) + n * (n + 1) // 2
-            h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + (pb - pa) * _M_SIZE) & _MASK32
-            if _fold16(h) != check:
+            st = sum(map(mul, tl, range(1, n + 1))) + n * (n + 1) // 2
+            h = (sd * _M_DOC + st * _M_TF + width * _M_WIDTH + size * _M_SIZE) & _MASK32
+            if (h ^ (h >> 16)) & 0xFFFF != u16(buf, bat + 2 * i)[0]:
                 raise _bad(f"postings of word {i} fail their check")
-            if max(dl) >= self.n_docs or max(tl) > MAX_QUANTITY:
+            if max(dl) >= n_docs or max(tl) > MAX_QUANTITY:
                 raise _bad("posting is out of range")
+            docs.extend([d + base for d in dl] if base else dl)
+            tfs.extend(tl)
+        return big
+
+    def postings_at(self, i: int) -> tuple[U32, U32]:
+        """:meth:`postings` of the word at index i (:meth:`find_keys`), checked."""
+        entry = self._entry(i)
+        p0, size, n, width, check = entry
+        if n <= _SMALL_BLOCK:
+            dl, tl = self._small(i, entry)
             return np.array(dl, dtype=np.uint32), np.array(tl, dtype=np.uint32)
-        block = bytes(buf[p0 : p0 + (pb - pa)])
+        buf = self._buf
+        dw = self.doc_width
+        dtype = _TF_DTYPES[width]
+        block = bytes(buf[p0 : p0 + size])
         docs = np.frombuffer(block, dtype="<u2" if dw == 2 else "<u4", count=n).astype(np.uint32)
         tfs = np.frombuffer(block, dtype=dtype, count=n, offset=n * dw).astype(np.uint32)
-        if _block_check(docs, tfs, width, pb - pa) != check:
+        if _block_check(docs, tfs, width, size) != check:
             raise _bad(f"postings of word {i} fail their check")
         if int(docs.max()) >= self.n_docs or (width == 4 and int(tfs.max()) > MAX_QUANTITY):
             raise _bad("posting is out of range")

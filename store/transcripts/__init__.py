@@ -43,6 +43,7 @@ __all__ = [
     "codex_dir",
     "mem_file_in",
     "place",
+    "plain_dir",
     "reader_for",
     "sessions_of",
     "sniff",
@@ -218,6 +219,17 @@ def reader_for(path: str | os.PathLike[str]) -> Reader:
 
             return _PlacedReader(reader, data_dir() / "transcripts")
     return NODWYN
+
+
+def plain_dir(directory: str | os.PathLike[str]) -> bool:
+    """Whether every log in ``directory`` (not below it) is this project's log, which
+    :func:`reader_for` would say of each: none is placed there and the directory is not an
+    agent's. A search of many logs of one directory asks once instead of once a log."""
+    d = os.path.join(_key(directory), "")
+    with _lock:
+        if any(k.startswith(d) for k in _placed):
+            return False
+    return not d.startswith(_agent_dirs())
 
 
 def add_sessions(project_key: str, lister: Callable[[], list[tuple[str, Path]]] | None) -> None:
