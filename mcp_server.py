@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import json
 import logging
@@ -76,7 +77,12 @@ LINE_LIMIT = 1 << 30
 """The longest line of the pipe between the two processes (a call's answer is one line)."""
 CLOSE_SECONDS = 60.0
 """How long the server waits for the engine's process to close before it stops it."""
-_ENGINE_MAIN = "from nodwyn_retrieval.mcp_server import engine_main; engine_main()"
+EARLY_ENV = "NODWYN_RETRIEVAL_MCP_EARLY"
+"""Set to ``0``, the SDK's server answers from the client's first line (docs/mcp.md)."""
+_ENGINE_MAIN = (
+    "import gc; gc.disable(); from nodwyn_retrieval.mcp_server import engine_main; engine_main()"
+)
+"""The engine's process: the collector is off until the index is loaded (:func:`_collect`)."""
 
 
 def mcp_tools() -> list[dict[str, Any]]:
@@ -221,6 +227,7 @@ class McpSession:
             opened = await self._open(top, dirs, key, current, reader)
         except Exception as e:  # noqa: BLE001  the first call opens it again and answers what it meets
             log.debug("the engine is opened at the first call: %s", e)
+            _collect()
             return None
         opened.loading = asyncio.get_running_loop().create_task(opened.engine.warm())
         opened.loading.add_done_callback(_seen)
@@ -366,8 +373,18 @@ def _readers() -> dict[str, Reader]:
     return {"claude": CLAUDE, "codex": CODEX}
 
 
+def _collect() -> None:
+    """The collector on again, if the engine's process started with it off: the start (the
+    imports, the Engine's opening, the index's loading) builds many objects and frees few, so
+    it is not run over them, and they are left out of its later runs."""
+    if not gc.isenabled():
+        gc.enable()
+        gc.freeze()
+
+
 def _seen(task: asyncio.Task[Any]) -> None:
     """A loading's failure is the first search's to meet again: it is not raised here."""
+    _collect()
     if not task.cancelled() and task.exception() is not None:
         log.debug("loading the index: %s", task.exception())
 
@@ -637,11 +654,17 @@ def build_server(engine: EngineProcess, types: Any, server_class: Any) -> Any:
 
 
 async def serve(settings: dict[str, Any]) -> None:
-    """Serve one client over stdin and stdout until it closes the connection."""
+    """Serve one client over stdin and stdout until it closes the connection.
+
+    The engine's process is started first; then the SDK's protocol package is imported, the
+    client's first exchange answered from it (:mod:`nodwyn_retrieval.mcp_early`) while the rest
+    of the SDK is imported in a thread, and the SDK's low-level server takes the connection over
+    as soon as it is."""
+    from nodwyn_retrieval import __version__  # noqa: PLC0415
+    from nodwyn_retrieval.mcp_early import Wire, first_exchange  # noqa: PLC0415
+
     engine = EngineProcess(settings)
     await engine.start()  # before the SDK's import, which it overlaps
-    types, server_class, stdio_server = _import_sdk()
-    server = build_server(engine, types, server_class)
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []
 
@@ -656,7 +679,40 @@ async def serve(settings: dict[str, Any]) -> None:
 
     with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
         loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-    async with stdio_server() as (read, write):
+    # The imports build thousands of objects and free few: the collector is not run over them.
+    gc.disable()
+    try:
+        import mcp_types  # noqa: F401, PLC0415  the protocol's models, for the first exchange
+
+        wire = Wire()
+        replay: list[str] | None = []
+        if os.environ.get(EARLY_ENV, "1") == "0":
+            sdk = _import_sdk()
+        else:
+            importing = asyncio.ensure_future(asyncio.to_thread(_import_sdk))
+            switch = sys.getswitchinterval()
+            sys.setswitchinterval(0.0005)  # the first exchange is not kept waiting by the import
+            try:
+                replay = await first_exchange(
+                    wire, engine.call, importing, name=SERVER_NAME, version=__version__,
+                    instructions=working_rule(conversation=True), tools=mcp_tools(),
+                )  # fmt: skip
+            finally:
+                sys.setswitchinterval(switch)
+            if replay is not None:
+                sdk = importing.result()
+    finally:
+        gc.enable()
+        gc.freeze()
+    if replay is None:  # the client closed the connection in the first exchange
+        await engine.close()
+        return
+    types, server_class, stdio_server = sdk
+    import anyio  # noqa: PLC0415
+
+    server = build_server(engine, types, server_class)
+    stdin, stdout = (anyio.wrap_file(f) for f in wire.sdk_streams(replay))
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
