@@ -47,7 +47,7 @@ class Wire:
 
     def __init__(self) -> None:
         self._in = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
-        self._out = os.fdopen(os.dup(1), "wb", buffering=0)
+        self._out = os.fdopen(os.dup(1), "wb")
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -79,7 +79,8 @@ class Wire:
         with self._lock:
             try:
                 self._out.write(line.encode("utf-8"))
-            except (BrokenPipeError, ValueError) as e:
+                self._out.flush()
+            except (OSError, ValueError) as e:
                 log.debug("writing to the client: %s", e)
 
     def sdk_streams(self, replay: list[str]) -> tuple[IO[str], IO[str]]:
@@ -187,7 +188,7 @@ async def first_exchange(
             return False
         method, params = message.get("method"), message.get("params")
         if "id" not in message:  # a notification
-            if method == "notifications/initialized" and initialized and params is None:
+            if method == "notifications/initialized" and initialized and params in (None, {}):
                 replay.append(line)
                 return True
             return False
@@ -226,6 +227,8 @@ async def first_exchange(
                 answer(ident, listed)
                 return True
             if method == "tools/call":
+                if not isinstance(params, dict) or set(params) - {"name", "arguments", "_meta"}:
+                    return False  # a task, or what else a later version may ask: the SDK's
                 parsed = mcp_types.CallToolRequestParams.model_validate(params, by_name=False)
                 if parsed.name not in {t["name"] for t in tools}:
                     return False

@@ -39,6 +39,9 @@ EXCHANGE: list[dict[str, Any]] = [
     {"jsonrpc": "2.0", "id": 7, "method": "resources/list"},
     {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
         "name": "index-search", "arguments": {"query": "marmot", "scope": "repo", "limit": 1}}},
+    {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "index-search", "arguments": {"query": "marmot", "scope": "repo"},
+        "task": {"ttl": 60000}}},
 ]  # fmt: skip
 
 
