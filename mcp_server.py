@@ -12,7 +12,9 @@ protocol's pydantic models) it starts the engine's process, which imports the en
 loads the repository's index meanwhile, on the other core. ``initialize`` and ``tools/list`` never
 wait for the engine; each tool call is handed to the engine's process over a pipe, one JSON line
 each way, and its answer handed back. A call that comes while the index is still loading waits
-for it.
+for it. The client's first exchange is answered from the SDK's protocol package while the rest of
+the SDK is imported in a thread; then the SDK's low-level server takes the connection over
+(:mod:`nodwyn_retrieval.mcp_early`).
 
 One :class:`Engine` a server, in the engine's process, closed when the client closes the
 connection or sends SIGTERM. The working tree is ``--root``, by default the directory the client
