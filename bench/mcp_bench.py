@@ -24,7 +24,7 @@ the first exchange; then the rest of the SDK, imported in a thread while the cal
 engine) and the engine's process it starts beside it, with what they ran. With two cores free the
 two run side by side, and the first answer takes about the later of: the protocol's process ready
 (its CPU time at the handshake), and the engine's process, started once the protocol's has spent
-what ``import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server`` costs, done loading (its CPU time
+what the command line and ``nodwyn_retrieval.mcp_server`` cost to import, done loading (its CPU time
 at the first answer less the first search of a loaded index, measured in this process); then that
 search. With one core, their sum. Likewise the CPU time the server's processes spend on each later
 search, against what ``Engine.index_search`` spends in this process: what a later search adds on
@@ -319,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         for v, other in variants.items():
             cpus[v].append(_first_cpu(root, env, queries[0], _command(other))[1])
     # What the protocol's process has spent when it starts the engine's.
-    spawn = _import_cpu_s(env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server", 9)
+    spawn = _import_cpu_s(
+        env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server, subprocess", 9
+    )
     doc: dict[str, Any] = {
         "tree": name,
         "runs": args.runs,
