@@ -163,12 +163,13 @@ async def first_exchange(
     initialized = False
     listed = mcp_types.ListToolsResult.model_validate({"tools": tools})
 
-    def answer(ident: Any, result: Any) -> None:
-        dumped = result.model_dump(
+    def answer(ident: Any, result: Any) -> dict[str, Any]:
+        dumped: dict[str, Any] = result.model_dump(
             by_alias=True, mode="json", exclude_none=True, exclude_unset=True
         )
         envelope = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=dumped)
         wire.send(envelope.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+        return dumped
 
     async def tool_call(ident: Any, params: Any) -> None:
         text, error = await call(params.name, dict(params.arguments or {}), client)
@@ -209,10 +210,7 @@ async def first_exchange(
                     server_info=mcp_types.Implementation(name=name, version=version),
                     instructions=instructions,
                 )
-                answer(ident, result)
-                wire.sent_initialize = result.model_dump(
-                    by_alias=True, mode="json", exclude_none=True
-                )
+                wire.sent_initialize = answer(ident, result)
                 wire.dropping = ident
                 client = init.client_info.name
                 initialized = True
@@ -261,7 +259,5 @@ async def first_exchange(
         if not handled(line):
             replay.append(line)
             break
-    if not initialized:
-        wire.dropping = None
     await asyncio.wait({importing})
     return replay
