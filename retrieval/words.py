@@ -61,6 +61,7 @@ import Stemmer
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+    from nodwyn_retrieval.retrieval._words_native import Memo
 
     I64 = npt.NDArray[np.int64]
 
@@ -252,6 +253,7 @@ class WordTable(dict[bytes, int]):
         "_flat_count",
         "defined",
         "multi",
+        "native",
         "word_id",
         "words",
     )
@@ -266,6 +268,9 @@ class WordTable(dict[bytes, int]):
         """The word ids of the runs that give two or more words."""
         self.defined: dict[bytes, tuple[int, ...]] = {}
         """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
+        self.native: Memo | None = None
+        """The compiled pass's own memo of this table's runs (retrieval.analyze), made at its first
+        use: it only ever caches what this dict answers, so it lives and is dropped with it."""
         self._flat: tuple[I64, I64, I64] | None = None
         """multi as arrays (start, size, flat), with room to grow: see multi_arrays()."""
         self._flat_count = 0
