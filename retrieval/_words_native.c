@@ -454,9 +454,106 @@ static PyTypeObject MemoType = {
     .tp_new = Memo_new,
 };
 
+
+/* definition_lines(data, first_words) -> bytes of native int64: the starts of the lines of data
+ * that retrieval.chunks._DEFINITION_LINE may match, or a few more (a superset: the caller tries
+ * that expression at each). A line passes when, after its blanks, it begins with one of
+ * first_words (a tuple of bytes), or when it reads [A-Za-z_$] then only [\w<>[\],.? \t*&$] up to
+ * its first "(", after which either "throws" comes before any ";", or no ";" comes and the line
+ * ends with one of ")", "{", "," and blanks. */
+static int is_word(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer data = {0};
+    PyObject *words;
+    if (!PyArg_ParseTuple(args, "y*O!:definition_lines", &data, &PyTuple_Type, &words))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t *out = NULL;
+    size_t n_out = 0, cap = 0;
+    Py_ssize_t n_words = PyTuple_GET_SIZE(words);
+    for (Py_ssize_t i = 0; i < n_words; i++) {
+        PyObject *w = PyTuple_GET_ITEM(words, i);
+        if (!PyBytes_Check(w) || PyBytes_GET_SIZE(w) < 1) {
+            PyErr_SetString(PyExc_TypeError, "definition_lines: first words are non-empty bytes");
+            goto done;
+        }
+    }
+    const unsigned char *t = data.buf;
+    Py_ssize_t n = data.len, line = 0;
+    while (line <= n) {
+        if (line == n && n > 0 && t[n - 1] != '\n') break; /* no line after the last newline */
+        const unsigned char *nl = memchr(t + line, '\n', (size_t)(n - line));
+        Py_ssize_t eol = nl ? nl - t : n;
+        Py_ssize_t p = line;
+        int pass = 0;
+        while (p < eol && (t[p] == ' ' || t[p] == '\t')) p++;
+        if (p < eol) {
+            unsigned char c = t[p];
+            for (Py_ssize_t i = 0; i < n_words && !pass; i++) {
+                PyObject *w = PyTuple_GET_ITEM(words, i);
+                Py_ssize_t len = PyBytes_GET_SIZE(w);
+                const char *ws = PyBytes_AS_STRING(w);
+                if ((unsigned char)ws[0] == c && len <= eol - p && memcmp(ws, t + p, (size_t)len) == 0)
+                    pass = 1;
+            }
+            if (!pass && (is_word(c) || c == '$') && !(c >= '0' && c <= '9')) {
+                Py_ssize_t q = p;
+                while (q < eol) {
+                    unsigned char d = t[q];
+                    if (is_word(d) || d == '$' || d == '<' || d == '>' || d == '[' || d == ']' ||
+                        d == ',' || d == '.' || d == '?' || d == ' ' || d == '\t' || d == '*' ||
+                        d == '&')
+                        q++;
+                    else
+                        break;
+                }
+                if (q < eol && t[q] == '(') {
+                    Py_ssize_t r = q + 1;
+                    int semi = 0;
+                    for (; r < eol; r++) {
+                        if (t[r] == ';') { semi = 1; break; }
+                        if (t[r] == 't' && eol - r >= 6 && memcmp(t + r, "throws", 6) == 0) {
+                            pass = 1;
+                            break;
+                        }
+                    }
+                    if (!pass && !semi) {
+                        Py_ssize_t e = eol;
+                        while (e > q + 1 && (t[e - 1] == ' ' || t[e - 1] == '\t')) e--;
+                        unsigned char last = t[e - 1];
+                        if (e > q + 1 && (last == ')' || last == '{' || last == ','))
+                            pass = 1;
+                    }
+                }
+            }
+        }
+        if (pass) {
+            if (grow((void **)&out, &cap, n_out + 1, sizeof(int64_t)) < 0) goto done;
+            out[n_out++] = (int64_t)line;
+        }
+        if (!nl) break;
+        line = eol + 1;
+    }
+    result = bytes_of(out ? out : (int64_t *)"", n_out);
+done:
+    PyBuffer_Release(&data);
+    free(out);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"definition_lines", definition_lines, METH_VARARGS,
+     "definition_lines(data, first_words) -> bytes of native int64: the starts of the lines that "
+     "may define a name (a superset of retrieval.chunks._DEFINITION_LINE's)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_words_native",
-    "The compiled pass of retrieval.analyze (split, look up, count).", -1, NULL,
+    "The compiled pass of retrieval.analyze (split, look up, count).", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__words_native(void) {

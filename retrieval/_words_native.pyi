@@ -19,3 +19,6 @@ class Memo:
         """A file's (distinct table ids, offsets, word, body, first), each as native int64."""
     def size(self) -> int:
         """How many runs the memo holds."""
+
+def definition_lines(data: bytes, first_words: tuple[bytes, ...], /) -> bytes:
+    """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""

@@ -30,9 +30,9 @@ from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import (
     CHUNKER_VERSION,
     DEFINED,
+    _definitions_utf8,
     cut,
     declaration_offsets_utf8,
-    definitions_utf8,
 )
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
 
@@ -413,12 +413,14 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     )
 
 
-def _definitions(data: bytes, bounds: I64, table: WordTable) -> tuple[list[int], list[int]]:
+def _definitions(
+    data: bytes, bounds: I64, table: WordTable, *, native: bool
+) -> tuple[list[int], list[int]]:
     """What each chunk defines (chunks.definitions_utf8): each word of a defined name, counted
     once more as the definition term ">word" in the chunk of the name: (chunks, table ids)."""
     def_chunk: list[int] = []
     def_word: list[int] = []
-    found = definitions_utf8(data)
+    found = _definitions_utf8(data, native=native)
     if found:
         chunk_of = np.searchsorted(bounds[:-1], [at for at, _ in found], side="right").tolist()
         for c, (_, name) in zip(chunk_of, found, strict=True):
@@ -443,7 +445,7 @@ def _pairs_native(
 
     The definition terms are looked up before the runs rather than after: the table may number
     its words in another order, which no record shows (a record names its words by string)."""
-    def_chunk, def_word = _definitions(data, bounds, table)
+    def_chunk, def_word = _definitions(data, bounds, table, native=True)
     distinct, offsets, word, body, first = memo.scan(
         table,
         tdata,
@@ -502,7 +504,9 @@ def _pairs_python(
         run_chunk = run_chunk[which]
         run_first = run_first[which]
     # 4. The definition terms, after the runs.
-    def_chunk, def_word = _definitions(data, np.asarray(bounds, dtype=np.int64), table)
+    def_chunk, def_word = _definitions(
+        data, np.asarray(bounds, dtype=np.int64), table, native=False
+    )
     if def_word:
         table_word = np.concatenate((table_word, np.asarray(def_word, dtype=np.int64)))
         run_chunk = np.concatenate((run_chunk, np.asarray(def_chunk, dtype=np.int64)))

@@ -363,3 +363,36 @@ def test_analyze_falls_back_to_python_without_the_compiled_pass(
     assert fresh.NATIVE is False
     W.clear_memo()
     assert [_encoded(fresh.analyze(t)) for t in corpus] == want
+
+
+@native_only
+def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> None:
+    """The definitions' lines picked in C are a superset of the expression's, so that the
+    expression tried at those alone finds the same lines and the rule the same definitions."""
+    from nodwyn_retrieval.retrieval import _words_native
+    from nodwyn_retrieval.retrieval import chunks as C
+
+    from tests.test_chunks import _line_of_pieces
+
+    rng = random.Random(16)
+    lines = [_line_of_pieces(rng) for _ in range(20_000)]
+    lines += [line for text in build_corpus(4000, 30) for line in text.split("\n")]
+    lines += ["", "\t", "f(", "f()", "f() ", "x(a) {", "a b(;)", "$(x) {", "9f()", "a(b) throws"]
+    rng.shuffle(lines)
+    kept = 0
+    for start in range(0, len(lines), 400):
+        for end in ("", "\n"):
+            data = ("\n".join(lines[start : start + 400]) + end).encode()
+            picked = set(
+                memoryview(_words_native.definition_lines(data, C._FIRST_WORDS_UTF8))
+                .cast("q")
+                .tolist()
+            )
+            want = [m.start() for m in C._DEFINITION_LINE.finditer(b"\n" + data)]
+            assert set(want) <= picked
+            assert C._definition_lines(data, native=True) == want
+            assert C._definitions_utf8(data, native=True) == C._definitions_utf8(data, native=False)
+            kept += len(want)
+    assert kept > 5_000
+    with pytest.raises(TypeError, match="non-empty bytes"):
+        _words_native.definition_lines(b"x", (b"",))
