@@ -18,6 +18,7 @@ message ends in ": rebuild", and the caller rebuilds it from the file.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from itertools import chain, pairwise
@@ -30,6 +31,7 @@ from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import (
     CHUNKER_VERSION,
     DEFINED,
+    PURE_PYTHON,
     _definitions_utf8,
     cut,
     declaration_offsets_utf8,
@@ -43,11 +45,14 @@ try:  # built by `pip install .` where a C compiler is found; the Python path ot
     from nodwyn_retrieval.retrieval import _words_native
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _words_native = None  # type: ignore[assignment]
+if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    _words_native = None  # type: ignore[assignment]
 
 __all__ = ["ANALYZE_VERSION", "NATIVE", "FileRecord", "analyze"]
 
 NATIVE: Final[bool] = _words_native is not None
-"""Whether :func:`analyze` runs its compiled pass (the extension was built at install)."""
+"""Whether :func:`analyze` runs its compiled pass: the extension was built at install, and the
+environment variable ``NODWYN_RETRIEVAL_PURE_PYTHON`` is unset, empty or ``0``."""
 
 ANALYZE_VERSION: Final[int] = (WORDS_VERSION * 1000 + CHUNKER_VERSION) * 100 + BLOBS_VERSION
 """Changes when the words, the chunks or the blobs change: part of the chunk store's key (§4)."""

@@ -22,6 +22,7 @@ Decisions where §6 is silent, each keeping to its exact list:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -223,9 +224,15 @@ _DEFINITION_LINE = re.compile(
 
 _FIRST_WORDS_UTF8 = tuple(word.encode() for word in _FIRST_WORDS)
 
+PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
+"""Set (not to ``0``), the compiled pass is not used though installed: the Python paths, which
+give the same records (for a comparison, or a fault in the compiled code)."""
+
 try:  # the compiled line filter, built with retrieval.analyze's pass (retrieval/_words_native.c)
     from nodwyn_retrieval.retrieval._words_native import definition_lines as _native_lines
 except ImportError:  # pragma: no cover - depends on how the package was installed
+    _native_lines = None  # type: ignore[assignment]
+if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
     _native_lines = None  # type: ignore[assignment]
 
 

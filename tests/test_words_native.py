@@ -396,3 +396,19 @@ def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> Non
     assert kept > 5_000
     with pytest.raises(TypeError, match="non-empty bytes"):
         _words_native.definition_lines(b"x", (b"",))
+
+
+@pytest.mark.parametrize(("value", "native"), [("1", False), ("0", A.NATIVE), ("", A.NATIVE)])
+def test_the_environment_can_turn_the_compiled_pass_off(value: str, native: bool) -> None:
+    import os
+    import subprocess
+
+    code = (
+        "from nodwyn_retrieval.retrieval import analyze as A, chunks as C;"
+        "print(A.NATIVE, C._native_lines is not None)"
+    )
+    env = {**os.environ, "NODWYN_RETRIEVAL_PURE_PYTHON": value}
+    got = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert got.stdout.split() == [str(native), str(native)]
