@@ -26,6 +26,7 @@
 typedef struct {
     uint64_t hash;    /* 0: an empty slot */
     int64_t code;
+    uint64_t head;    /* the run's first 8 bytes (zero-padded): a short run is compared here */
     uint32_t off;     /* where the run's bytes begin in the arena */
     uint32_t len;
 } Slot;
@@ -34,6 +35,11 @@ typedef struct {
     PyObject_HEAD
     Slot *slots;
     size_t cap;       /* a power of two */
+    /* a chunk's runs (start, length, hash), cut before they are looked up so that their slots
+     * are fetched from memory ahead of the lookups (most of a lookup's cost was that wait) */
+    int64_t *r_start, *r_len;
+    uint64_t *r_hash;
+    size_t r_cap;
     size_t used;
     char *arena;
     size_t arena_len, arena_cap;
@@ -58,6 +64,12 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
     *buf = p;
     *cap = n;
     return 0;
+}
+
+static inline uint64_t head_of(const unsigned char *p, size_t n) {
+    uint64_t v = 0;
+    memcpy(&v, p, n < 8 ? n : 8);
+    return v;
 }
 
 static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
@@ -104,6 +116,7 @@ static int memo_put(Memo *m, uint64_t h, const unsigned char *p, size_t n, int64
     memcpy(m->arena + m->arena_len, p, n);
     m->slots[j].hash = h;
     m->slots[j].code = code;
+    m->slots[j].head = head_of(p, n);
     m->slots[j].off = (uint32_t)m->arena_len;
     m->slots[j].len = (uint32_t)n;
     m->arena_len += n;
@@ -170,6 +183,9 @@ static void Memo_dealloc(Memo *m) {
     free(m->m_flat);
     free(m->fid);
     free(m->stamp);
+    free(m->r_start);
+    free(m->r_len);
+    free(m->r_hash);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -301,23 +317,50 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
 
     for (size_t c = 0; c < n_chunks; c++) {
         Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1], fend = (Py_ssize_t)fe[c];
+        /* 1. The chunk's runs, as bytes.split() cuts them; each run's slot fetched ahead. */
+        size_t nr = 0;
         while (p < end) {
             while (p < end && is_space(t[p])) p++;
             if (p >= end) break;
-            Py_ssize_t s = p;
+            Py_ssize_t s0 = p;
             while (p < end && !is_space(t[p])) p++;
-            const unsigned char *run = t + s;
-            size_t n = (size_t)(p - s);
-            unsigned char first = s < fend;
-            uint64_t h = hash_bytes(run, n);
+            if (nr == m->r_cap) {
+                size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
+                int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
+                if (!a) { PyErr_NoMemory(); goto done; }
+                m->r_start = a;
+                int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
+                if (!b) { PyErr_NoMemory(); goto done; }
+                m->r_len = b;
+                uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
+                if (!hh) { PyErr_NoMemory(); goto done; }
+                m->r_hash = hh;
+                m->r_cap = cap;
+            }
+            uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
+            m->r_start[nr] = s0;
+            m->r_len[nr] = p - s0;
+            m->r_hash[nr] = h;
+            if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
+            nr++;
+        }
+        /* 2. Each run's code: from this memo, else from the table (which expands a new run). */
+        for (size_t k = 0; k < nr; k++) {
+            Py_ssize_t s0 = (Py_ssize_t)m->r_start[k];
+            const unsigned char *run = t + s0;
+            size_t n = (size_t)m->r_len[k];
+            unsigned char first = s0 < fend;
+            uint64_t h = m->r_hash[k];
             int64_t code = 0;
             int found = 0;
             if (m->cap) {
+                uint64_t head = head_of(run, n);
                 size_t j = h & (m->cap - 1);
                 for (;;) {
                     Slot *sl = &m->slots[j];
                     if (!sl->hash) break;
-                    if (sl->hash == h && sl->len == n && memcmp(m->arena + sl->off, run, n) == 0) {
+                    if (sl->hash == h && sl->len == n && sl->head == head &&
+                        (n <= 8 || memcmp(m->arena + sl->off + 8, run + 8, n - 8) == 0)) {
                         code = sl->code;
                         found = 1;
                         break;
@@ -341,10 +384,10 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
                 int64_t f = file_id(m, code, &distinct);
                 if (f < 0 || occ_add(&occ, f, (int64_t)c, first) < 0) goto done;
             } else if (code <= -2) {
-                size_t k = (size_t)(-2 - code);
-                if (k >= m->m_count && memo_sync_multi(m, table, k) < 0) goto done;
-                for (int64_t i = 0; i < m->m_size[k]; i++) {
-                    int64_t f = file_id(m, m->m_flat[m->m_start[k] + i], &distinct);
+                size_t mk = (size_t)(-2 - code);
+                if (mk >= m->m_count && memo_sync_multi(m, table, mk) < 0) goto done;
+                for (int64_t i = 0; i < m->m_size[mk]; i++) {
+                    int64_t f = file_id(m, m->m_flat[m->m_start[mk] + i], &distinct);
                     if (f < 0 || occ_add(&occ, f, (int64_t)c, first) < 0) goto done;
                 }
             } else if (code != -1) {
