@@ -396,8 +396,16 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
             }
         }
     }
+    Py_ssize_t n_table_words = 0;
+    if (n_def) {
+        PyObject *words = PyObject_GetAttrString(table, "words");
+        if (!words) goto done;
+        n_table_words = PyObject_Length(words);
+        Py_DECREF(words);
+        if (n_table_words < 0) goto done;
+    }
     for (size_t i = 0; i < n_def; i++) {
-        if (dc[i] < 0 || (size_t)dc[i] >= n_chunks || dw[i] < 0) {
+        if (dc[i] < 0 || (size_t)dc[i] >= n_chunks || dw[i] < 0 || dw[i] >= n_table_words) {
             PyErr_SetString(PyExc_ValueError, "scan: a definition term's chunk or id is out of range");
             goto done;
         }

@@ -337,6 +337,8 @@ def test_the_compiled_pass_refuses_arrays_that_do_not_fit() -> None:
         memo.scan(table, b"a b", i64([0, 9], "i8"), i64([3], "i8"), i64([], "i8"), i64([], "i8"))
     with pytest.raises(ValueError, match="definition term"):
         memo.scan(table, b"a b", i64([0, 3], "i8"), i64([3], "i8"), i64([1], "i8"), i64([0], "i8"))
+    with pytest.raises(ValueError, match="definition term"):  # an id past the table's words
+        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([3], "i8"), i64([0], "i8"), i64([9], "i8"))
     none = i64([], "i8")
     got = memo.scan(table, b"a b a", i64([0, 5], "i8"), i64([2], "i8"), none, none)
     distinct, offsets, word, body, first = (np.frombuffer(b, dtype=np.int64).tolist() for b in got)
