@@ -44,7 +44,9 @@ Speed is the point: the first build of a repository is bound by this module and
 ``bytes.translate`` and one ``bytes.split``, in C; each distinct *run* (a piece of the split) is
 expanded once, through a bounded memo (:class:`WordTable`, one a thread), to ids in a table of
 words shared by every text, so that counting and indexing are C-level maps and numpy operations
-over ids rather than a Python loop over words.
+over ids rather than a Python loop over words. :func:`retrieval.analyze.analyze` does the split,
+the lookups and the counting of a file in one compiled pass where the package was built with it
+(``retrieval/_words_native.c``); a run that pass has not seen is still expanded here.
 """
 
 from __future__ import annotations
