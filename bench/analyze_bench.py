@@ -1,6 +1,7 @@
 """Throughput of words, chunks and analyze() on one core, beside a naive prototype of §6.
 
-Usage: python bench/analyze_bench.py [DIRECTORY] [--runs N]
+Usage: python bench/analyze_bench.py [DIRECTORY] [--runs N] [--no-naive]
+       python bench/analyze_bench.py --compare [DIRECTORY ...]
 
 Without a directory it unpacks the sympy snapshot of the shared corpora into a temporary
 directory. It reads every UTF-8 text file up to 1 MiB (the ADR's whole-file cap, §2), skipping
@@ -13,7 +14,13 @@ directory. It reads every UTF-8 text file up to 1 MiB (the ADR's whole-file cap,
 - analyze: analyze() over each file, which does both and builds the arrays;
 - analyze-warm: analyze() again with the memo of the run before, as a long-lived worker has it;
 - redact+analyze: a pool worker's CPU work on a file's text in a first build (guard.redact, then
-  analyze() of the redacted text), without the hashing and the chunk store's write.
+  analyze() of the redacted text), without the hashing and the chunk store's write;
+- analyze-py, analyze-py-warm, redact+analyze-py: the same through analyze()'s Python path, when
+  the compiled pass is installed (retrieval/_words_native.c), so that the two are timed in turns.
+
+``--compare`` times nothing: over every text file of each directory (default: the shared corpora,
+unpacked), it checks that both paths give the same record, byte for byte as the chunk store
+encodes it, first with the memo cleared and again with it warm, and prints how many it checked.
 
 Each figure is the median of the runs, the rows taking turns; the word memo is cleared before
 each run but analyze-warm's, so those runs are a first build. Everything runs in one thread (so
@@ -43,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _corpora
 from nodwyn_retrieval.guard.redact import redact
-from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval import analyze as _analyze_mod
+from nodwyn_retrieval.retrieval.analyze import NATIVE, analyze
 from nodwyn_retrieval.retrieval.chunks import chunk_spans, split_lines
 from nodwyn_retrieval.retrieval.words import clear_memo, word_counts
 
@@ -108,6 +116,14 @@ def _worker(text: str) -> object:
     return analyze(redact(text).text)
 
 
+def _python(text: str) -> object:
+    return _analyze_mod._analyze(text, native=False)
+
+
+def _python_worker(text: str) -> object:
+    return _analyze_mod._analyze(redact(text).text, native=False)
+
+
 ROWS: dict[str, tuple[Callable[[str], object], bool]] = {
     # name: (function, whether the word memo is cleared before each run)
     "naive": (_naive_analyze, True),
@@ -117,6 +133,32 @@ ROWS: dict[str, tuple[Callable[[str], object], bool]] = {
     "analyze-warm": (_warm_analyze, False),
     "redact+analyze": (_worker, True),
 }
+if NATIVE:
+    ROWS["analyze-py"] = (_python, True)
+    ROWS["analyze-py-warm"] = (_python, False)
+    ROWS["redact+analyze-py"] = (_python_worker, True)
+
+
+def compare(roots: list[Path]) -> int:
+    """Both paths of analyze() on every text of the roots, memo cold then warm: 1 if any differs."""
+    import msgpack
+
+    if not NATIVE:
+        print("the compiled pass is not installed: nothing to compare")
+        return 1
+    bad = 0
+    for root in roots:
+        texts = [redact(t).text for t in read_texts(root)]
+        for warm in (False, True):
+            if not warm:
+                clear_memo()
+            for text in texts:
+                a = _analyze_mod._analyze(text, native=True)
+                b = _analyze_mod._analyze(text, native=False)
+                if msgpack.packb(a.to_obj()) != msgpack.packb(b.to_obj()):
+                    bad += 1
+        print(f"{root}: {len(texts)} files, memo cold and warm, {bad} records differ so far")
+    return 1 if bad else 0
 
 
 def run_once(fn: Callable[[str], object], texts: list[str], *, cold: bool) -> tuple[float, float]:
@@ -146,13 +188,19 @@ def measure(names: list[str], texts: list[str], runs: int) -> dict[str, tuple[fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("directory", nargs="?", type=Path, help="a tree (default: sympy)")
+    parser.add_argument("directory", nargs="*", type=Path, help="a tree (default: sympy)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-naive", action="store_true", help="skip the naive prototype")
+    parser.add_argument("--compare", action="store_true", help="check both paths' records")
     args = parser.parse_args(argv)
+    if args.compare:
+        names = ("sympy", "git", "astropy", "requests", "flask")
+        return compare(args.directory or [_corpora.prepare(name) for name in names])
+    if len(args.directory) > 1:
+        parser.error("one directory to time, or several with --compare")
     with ExitStack() as stack:
-        if args.directory is not None:
-            root, label = args.directory, str(args.directory)
+        if args.directory:
+            root, label = args.directory[0], str(args.directory[0])
         elif CORPUS.exists():
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="analyze-bench-")))
             with tarfile.open(CORPUS) as tar:

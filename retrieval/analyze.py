@@ -18,10 +18,11 @@ message ends in ": rebuild", and the caller rebuilds it from the file.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from itertools import chain, pairwise
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,13 +31,28 @@ from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import (
     CHUNKER_VERSION,
     DEFINED,
+    PURE_PYTHON,
+    _definitions_utf8,
     cut,
     declaration_offsets_utf8,
-    definitions_utf8,
 )
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
 
-__all__ = ["ANALYZE_VERSION", "FileRecord", "analyze"]
+if TYPE_CHECKING:
+    from nodwyn_retrieval.retrieval._words_native import Memo
+
+try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
+    from nodwyn_retrieval.retrieval import _words_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _words_native = None  # type: ignore[assignment]
+if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    _words_native = None  # type: ignore[assignment]
+
+__all__ = ["ANALYZE_VERSION", "NATIVE", "FileRecord", "analyze"]
+
+NATIVE: Final[bool] = _words_native is not None
+"""Whether :func:`analyze` runs its compiled pass: the extension was built at install, and the
+environment variable ``NODWYN_RETRIEVAL_PURE_PYTHON`` is unset, empty or ``0``."""
 
 ANALYZE_VERSION: Final[int] = (WORDS_VERSION * 1000 + CHUNKER_VERSION) * 100 + BLOBS_VERSION
 """Changes when the words, the chunks or the blobs change: part of the chunk store's key (§4)."""
@@ -341,16 +357,22 @@ def analyze(text: str) -> FileRecord:
     1. Lines are cut at the positions of newlines, declarations found by one regular expression
        (:func:`retrieval.chunks.declaration_offsets_utf8`), and :func:`retrieval.chunks.cut`
        makes the chunks.
-    2. Each chunk's translated bytes are split into runs (in C), and its first line's runs
-       counted, which places every run in its chunk and says whether it is in the first line.
+    2. Each chunk's translated bytes are split into runs, and its first line's runs counted,
+       which places every run in its chunk and says whether it is in the first line.
     3. One lookup a run in this thread's :class:`retrieval.words.WordTable` gives its words' ids,
        which become file ids in order of first appearance; counting each occurrence's
        (chunk, word) key gives the pairs, in ascending word id within a chunk.
 
-    Measured on sympy against the alternatives: a Counter per chunk, a dict of the file's runs
-    and a sort to number the words were each slower; one split of the whole file, its runs placed
-    by numpy over its bytes, was no faster (bench/analyze_bench.py).
+    Steps 2 and 3 run in one compiled pass (``retrieval/_words_native.c``) when the package was
+    installed with it, and otherwise in Python with ``bytes.split``, a C-level ``map`` over the
+    table and numpy; the two give the same record (tests/test_words_native.py). The words of a
+    run seen for the first time are the table's in both, so the word rule has one definition.
     """
+    return _analyze(text, native=NATIVE)
+
+
+def _analyze(text: str, *, native: bool) -> FileRecord:
+    """:func:`analyze`, through the compiled pass or the Python one."""
     data = encode(text)
     size = len(data)
     if not size:
@@ -360,20 +382,117 @@ def analyze(text: str) -> FileRecord:
     line_starts = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
     if data[-1] != 0x0A:
         line_starts = np.append(line_starts, size)
-    line_starts = np.concatenate(([0], line_starts))
+    line_starts = np.concatenate(([0], line_starts)).astype(np.int64, copy=False)
     n_lines = len(line_starts) - 1
     spans = cut(n_lines, np.searchsorted(line_starts, declaration_offsets_utf8(data)).tolist())
     n_chunks = len(spans)
     lows = np.fromiter((lo for lo, _ in spans), dtype=np.int64, count=n_chunks)
     starts = lows + 1
     ends = np.append(lows[1:], n_lines)
+    tdata = translate(blank_blobs(data))  # base64, hex dumps, minified code: no words
+    bounds = line_starts[np.append(lows, n_lines)]
+    first_ends = line_starts[lows + 1]
+    table = word_table()
+    if native and _words_native is not None:
+        memo = table.native
+        if memo is None:
+            memo = table.native = _words_native.Memo()
+        return _pairs_native(
+            data,
+            tdata,
+            table,
+            memo=memo,
+            bounds=bounds,
+            first_ends=first_ends,
+            starts=starts,
+            ends=ends,
+        )
+    return _pairs_python(
+        data,
+        tdata,
+        table,
+        bounds=bounds.tolist(),
+        first_ends=first_ends.tolist(),
+        starts=starts,
+        ends=ends,
+    )
 
+
+def _definitions(
+    data: bytes, bounds: I64, table: WordTable, *, native: bool
+) -> tuple[list[int], list[int]]:
+    """What each chunk defines (chunks.definitions_utf8): each word of a defined name, counted
+    once more as the definition term ">word" in the chunk of the name: (chunks, table ids)."""
+    def_chunk: list[int] = []
+    def_word: list[int] = []
+    found = _definitions_utf8(data, native=native)
+    if found:
+        chunk_of = np.searchsorted(bounds[:-1], [at for at, _ in found], side="right").tolist()
+        for c, (_, name) in zip(chunk_of, found, strict=True):
+            ids = _definition_ids(name, table)
+            def_word.extend(ids)
+            def_chunk.extend([c - 1] * len(ids))
+    return def_chunk, def_word
+
+
+def _pairs_native(
+    data: bytes,
+    tdata: bytes,
+    table: WordTable,
+    *,
+    memo: Memo,
+    bounds: I64,
+    first_ends: I64,
+    starts: I64,
+    ends: I64,
+) -> FileRecord:
+    """Steps 2 and 3 of :func:`analyze` in the compiled pass (retrieval/_words_native.c).
+
+    The definition terms are looked up before the runs rather than after: the table may number
+    its words in another order, which no record shows (a record names its words by string)."""
+    def_chunk, def_word = _definitions(data, bounds, table, native=True)
+    distinct, offsets, word, body, first = memo.scan(
+        table,
+        tdata,
+        bounds.astype(np.int64).tobytes(),
+        first_ends.astype(np.int64).tobytes(),
+        np.asarray(def_chunk, dtype=np.int64).tobytes(),
+        np.asarray(def_word, dtype=np.int64).tobytes(),
+    )
+    if not distinct:
+        return _wordless(len(starts), starts, ends)
+    words = table.words
+    return _record(
+        vocab=[words[i] for i in np.frombuffer(distinct, dtype=np.int64).tolist()],
+        starts=starts,
+        ends=ends,
+        offsets=np.frombuffer(offsets, dtype=np.int64),
+        word=np.frombuffer(word, dtype=np.int64),
+        body=np.frombuffer(body, dtype=np.int64),
+        first=np.frombuffer(first, dtype=np.int64),
+    )
+
+
+def _pairs_python(
+    data: bytes,
+    tdata: bytes,
+    table: WordTable,
+    *,
+    bounds: list[int],
+    first_ends: list[int],
+    starts: I64,
+    ends: I64,
+) -> FileRecord:
+    """Steps 2 and 3 of :func:`analyze` in Python (``bytes.split``, a map, numpy).
+
+    Measured on sympy against the alternatives: a Counter per chunk, a dict of the file's runs
+    and a sort to number the words were each slower; one split of the whole file, its runs placed
+    by numpy over its bytes, was no faster (bench/analyze_bench.py).
+    """
+    n_chunks = len(starts)
     # 2. Runs, each chunk's split on its own so that its runs are known to be its, and counted in
     # its first line. A run never crosses a line.
-    tdata = translate(blank_blobs(data))  # base64, hex dumps, minified code: no words
-    bounds = line_starts[np.append(lows, n_lines)].tolist()
     per_chunk = [tdata[a:b].split() for a, b in pairwise(bounds)]
-    first_ends = line_starts[lows + 1].tolist()
     in_first = [len(tdata[a:b].split()) for a, b in zip(bounds[:-1], first_ends, strict=True)]
     sizes = np.fromiter(map(len, per_chunk), dtype=np.int64, count=n_chunks)
     runs = list(chain.from_iterable(per_chunk))
@@ -384,29 +503,19 @@ def analyze(text: str) -> FileRecord:
 
     # 3. Words and pairs. A run seen before is a dict lookup in C; a new one is expanded as it
     # comes (WordTable.__missing__).
-    table = word_table()
     codes = np.fromiter(map(table.__getitem__, runs), dtype=np.int64, count=n_runs)
     which, table_word = _words_of(codes, table)
     if which is not None:
         run_chunk = run_chunk[which]
         run_first = run_first[which]
-    # 4. What each chunk defines (chunks.definitions_utf8): each word of a defined name counted
-    # once more, as the definition term ">word", in the chunk of the name.
-    found = definitions_utf8(data)
-    if found:
-        def_chunk: list[int] = []
-        def_word: list[int] = []
-        chunk_of = np.searchsorted(
-            np.asarray(bounds[:-1], dtype=np.int64), [at for at, _ in found], side="right"
-        ).tolist()
-        for c, (_, name) in zip(chunk_of, found, strict=True):
-            ids = _definition_ids(name, table)
-            def_word.extend(ids)
-            def_chunk.extend([c - 1] * len(ids))
-        if def_word:
-            table_word = np.concatenate((table_word, np.asarray(def_word, dtype=np.int64)))
-            run_chunk = np.concatenate((run_chunk, np.asarray(def_chunk, dtype=np.int64)))
-            run_first = np.concatenate((run_first, np.zeros(len(def_word), dtype=np.bool_)))
+    # 4. The definition terms, after the runs.
+    def_chunk, def_word = _definitions(
+        data, np.asarray(bounds, dtype=np.int64), table, native=False
+    )
+    if def_word:
+        table_word = np.concatenate((table_word, np.asarray(def_word, dtype=np.int64)))
+        run_chunk = np.concatenate((run_chunk, np.asarray(def_chunk, dtype=np.int64)))
+        run_first = np.concatenate((run_first, np.zeros(len(def_word), dtype=np.bool_)))
     if not len(table_word):
         return _wordless(n_chunks, starts, ends)
     word, distinct = _file_ids(table_word, len(table.words))

@@ -22,6 +22,7 @@ Decisions where §6 is silent, each keeping to its exact list:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -221,6 +222,20 @@ _DEFINITION_LINE = re.compile(
 )
 
 
+_FIRST_WORDS_UTF8 = tuple(word.encode() for word in _FIRST_WORDS)
+
+PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
+"""Set (not to ``0``), the compiled pass is not used though installed: the Python paths, which
+give the same records (for a comparison, or a fault in the compiled code)."""
+
+try:  # the compiled line filter, built with retrieval.analyze's pass (retrieval/_words_native.c)
+    from nodwyn_retrieval.retrieval._words_native import definition_lines as _native_lines
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _native_lines = None  # type: ignore[assignment]
+if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+    _native_lines = None  # type: ignore[assignment]
+
+
 def definitions_utf8(data: bytes) -> list[tuple[int, bytes]]:
     """Where the names that lines of UTF-8 data define begin, and the names (a line rule, §6's
     kind: no parser). ``def f``, ``class C``, ``func (r *T) Name``, ``pub fn name``, ``struct
@@ -228,11 +243,29 @@ def definitions_utf8(data: bytes) -> list[tuple[int, bytes]]:
     ``name(`` after its types.
 
     What ``_DEFINITION.finditer(data)`` finds (a match never crosses a line, so it is the match
-    at each line's start), computed by trying it only at the lines ``_DEFINITION_LINE`` finds."""
+    at each line's start), computed by trying it only at the lines ``_DEFINITION_LINE`` finds.
+    Where the compiled pass is installed, a loop in C first picks the lines that expression may
+    match (a superset of them, by the same shape: no regular expression tried at every line), and
+    the expression is tried at those alone; the lines it keeps are the same."""
+    return _definitions_utf8(data, native=_native_lines is not None)
+
+
+def _definition_lines(data: bytes, *, native: bool) -> list[int]:
+    """The starts of the lines of data that _DEFINITION_LINE matches, ascending."""
+    # The "\n" put before data makes the first line's start a match's start like any other's.
+    buf = b"\n" + data
+    if native and _native_lines is not None:
+        line_match = _DEFINITION_LINE.match
+        picked = memoryview(_native_lines(data, _FIRST_WORDS_UTF8)).cast("q").tolist()
+        return [at for at in picked if line_match(buf, at) is not None]
+    return [m.start() for m in _DEFINITION_LINE.finditer(buf)]
+
+
+def _definitions_utf8(data: bytes, *, native: bool) -> list[tuple[int, bytes]]:
+    """definitions_utf8, its lines picked by the compiled filter or by the expression alone."""
     found: list[tuple[int, bytes]] = []
     match = _DEFINITION.match
-    # The "\n" put before data makes the first line's start a match's start like any other's.
-    for line in [m.start() for m in _DEFINITION_LINE.finditer(b"\n" + data)]:
+    for line in _definition_lines(data, native=native):
         m = match(data, line)
         if m is None:
             continue

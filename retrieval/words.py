@@ -44,7 +44,9 @@ Speed is the point: the first build of a repository is bound by this module and
 ``bytes.translate`` and one ``bytes.split``, in C; each distinct *run* (a piece of the split) is
 expanded once, through a bounded memo (:class:`WordTable`, one a thread), to ids in a table of
 words shared by every text, so that counting and indexing are C-level maps and numpy operations
-over ids rather than a Python loop over words.
+over ids rather than a Python loop over words. :func:`retrieval.analyze.analyze` does the split,
+the lookups and the counting of a file in one compiled pass where the package was built with it
+(``retrieval/_words_native.c``); a run that pass has not seen is still expanded here.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ import Stemmer
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+    from nodwyn_retrieval.retrieval._words_native import Memo
 
     I64 = npt.NDArray[np.int64]
 
@@ -252,6 +255,7 @@ class WordTable(dict[bytes, int]):
         "_flat_count",
         "defined",
         "multi",
+        "native",
         "word_id",
         "words",
     )
@@ -266,6 +270,9 @@ class WordTable(dict[bytes, int]):
         """The word ids of the runs that give two or more words."""
         self.defined: dict[bytes, tuple[int, ...]] = {}
         """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
+        self.native: Memo | None = None
+        """The compiled pass's own memo of this table's runs (retrieval.analyze), made at its first
+        use: it only ever caches what this dict answers, so it lives and is dropped with it."""
         self._flat: tuple[I64, I64, I64] | None = None
         """multi as arrays (start, size, flat), with room to grow: see multi_arrays()."""
         self._flat_count = 0

@@ -6,19 +6,27 @@ here is the module docstring's rule written plainly (a regular expression over s
 characters for camel case, no bytes, no memo), so that any faster path, in Python or native code,
 is held to it over a corpus the test builds: many scripts, camelCase, snake_case, dashes, long
 runs, base64-ish lines, words around the 64-byte limit.
+
+analyze() has two paths, the compiled pass (retrieval/_words_native.c, built at install where a
+compiler is found) and the Python one it falls back to: each is held to the reference, and the
+two to each other record by record, byte for byte as the chunk store encodes them.
 """
 
 from __future__ import annotations
 
 import base64
 import importlib
+import importlib.util
 import random
 import re
+import sys
 from collections import Counter
 
+import msgpack
+import numpy as np
 import pytest
+from nodwyn_retrieval.retrieval import analyze as A
 from nodwyn_retrieval.retrieval import words as W
-from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.retrieval.chunks import DEFINED, chunk_spans, split_lines
 
 _TOKEN = re.compile(r"\w+(?:-\w+)*")
@@ -223,11 +231,22 @@ def test_each_run_the_table_expands_gives_the_reference_words() -> None:
         assert got == reference_words(run.decode("utf-8", "surrogatepass")), run
 
 
+PATHS = [
+    pytest.param(False, id="python"),
+    pytest.param(
+        True,
+        id="native",
+        marks=pytest.mark.skipif(not A.NATIVE, reason="the compiled pass was not built"),
+    ),
+]
+
+
+@pytest.mark.parametrize("native", PATHS)
 @pytest.mark.parametrize("seed", range(3))
-def test_analyze_counts_equal_the_reference_per_chunk(seed: int) -> None:
+def test_analyze_counts_equal_the_reference_per_chunk(seed: int, native: bool) -> None:
     W.clear_memo()
     for text in build_corpus(1000 + seed, 20):
-        record = analyze(text)
+        record = A._analyze(text, native=native)
         spans = chunk_spans(split_lines(text))
         lines = split_lines(_analyzed(text))
         assert record.n_chunks == len(spans)
@@ -239,3 +258,159 @@ def test_analyze_counts_equal_the_reference_per_chunk(seed: int) -> None:
             # own, held by tests/test_ranking.py; the words are the splitter's
             got = {w: c for w, c in record.chunk_words(i).items() if not w.startswith(DEFINED)}
             assert got == want
+
+
+def _encoded(record: A.FileRecord) -> bytes:
+    return msgpack.packb(record.to_obj())
+
+
+native_only = pytest.mark.skipif(not A.NATIVE, reason="the compiled pass was not built")
+
+
+@native_only
+@pytest.mark.parametrize("seed", range(4))
+def test_both_paths_give_the_same_records(seed: int) -> None:
+    corpus = build_corpus(2000 + seed, 30)
+    # Each path with a memo of its own, cold then warm, and both sharing one table in turns.
+    W.clear_memo()
+    native = [_encoded(A._analyze(t, native=True)) for t in corpus * 2]
+    W.clear_memo()
+    python = [_encoded(A._analyze(t, native=False)) for t in corpus * 2]
+    assert native == python
+    W.clear_memo()
+    for i, text in enumerate(corpus):
+        first, second = (True, False) if i % 2 else (False, True)
+        assert _encoded(A._analyze(text, native=first)) == _encoded(A._analyze(text, native=second))
+
+
+@native_only
+def test_both_paths_agree_on_edge_texts() -> None:
+    texts = [
+        "",
+        "\n",
+        "\n\n\n",
+        "x",
+        "__ -- __\n",
+        "no newline at the end",
+        "a" * 129 + " " + "a" * 129 + "\n" + "b" * 64 + " " + "b" * 65,  # runs the memo keeps not
+        "\t\r\x0b\x0c word\x0bnext\rline\n",
+        "def f():\n    return g\n" * 200,  # many chunks, definitions in several
+        "é" * 40 + "-x " + "\u00a0".join(["Größe"] * 50),
+        "\n".join(f"class Name{i}Thing(Base{i % 7}):" for i in range(400)),
+        "word " * 10_000,
+    ]
+    W.clear_memo()
+    for text in texts * 2:
+        assert _encoded(A._analyze(text, native=True)) == _encoded(A._analyze(text, native=False))
+        assert A._analyze(text, native=True) == A._analyze(text, native=False)
+
+
+@native_only
+def test_the_memo_goes_with_its_table() -> None:
+    W.clear_memo()
+    table = W.word_table()
+    assert table.native is None
+    A.analyze("alpha beta_gamma DeltaEpsilon " + "z" * 200)
+    memo = table.native
+    assert memo is not None
+    assert memo.size() == 3  # the run of 200 bytes is expanded each time, not kept
+    A.analyze("alpha omega")
+    assert memo.size() == 4
+    W.clear_memo()
+    assert W.word_table().native is None
+    record = A.analyze("alpha omega")
+    assert record.vocab == ("alpha", "omega")
+
+
+@native_only
+def test_the_compiled_pass_refuses_arrays_that_do_not_fit() -> None:
+    from nodwyn_retrieval.retrieval import _words_native
+
+    memo = _words_native.Memo()
+    table = W.WordTable()
+    i64 = np.asarray
+    with pytest.raises(ValueError, match="consistent lengths"):
+        memo.scan(table, b"a b", b"123", i64([0], "i8"), i64([], "i8"), i64([], "i8"))
+    with pytest.raises(ValueError, match="one first-line end a chunk"):
+        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([], "i8"), i64([], "i8"), i64([], "i8"))
+    with pytest.raises(ValueError, match="out of order or range"):
+        memo.scan(table, b"a b", i64([0, 9], "i8"), i64([3], "i8"), i64([], "i8"), i64([], "i8"))
+    with pytest.raises(ValueError, match="definition term"):
+        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([3], "i8"), i64([1], "i8"), i64([0], "i8"))
+    with pytest.raises(ValueError, match="definition term"):  # an id past the table's words
+        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([3], "i8"), i64([0], "i8"), i64([9], "i8"))
+    none = i64([], "i8")
+    got = memo.scan(table, b"a b a", i64([0, 5], "i8"), i64([2], "i8"), none, none)
+    distinct, offsets, word, body, first = (np.frombuffer(b, dtype=np.int64).tolist() for b in got)
+    assert [table.words[i] for i in distinct] == ["a", "b"]
+    assert (offsets, word, body, first) == ([0, 2], [0, 1], [2, 1], [1, 0])
+
+
+def test_analyze_falls_back_to_python_without_the_compiled_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the extension absent (an install where nothing compiled it), the module imports,
+    says so, and gives the same records."""
+    name = "nodwyn_retrieval.retrieval._words_native"
+    corpus = build_corpus(3000, 10)
+    W.clear_memo()
+    want = [_encoded(A.analyze(t)) for t in corpus]
+    monkeypatch.setitem(sys.modules, name, None)  # an import of it now raises ImportError
+    monkeypatch.delattr(sys.modules["nodwyn_retrieval.retrieval"], "_words_native", raising=False)
+    spec = importlib.util.find_spec("nodwyn_retrieval.retrieval.analyze")
+    assert spec is not None
+    assert spec.loader is not None
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    assert fresh.NATIVE is False
+    W.clear_memo()
+    assert [_encoded(fresh.analyze(t)) for t in corpus] == want
+
+
+@native_only
+def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> None:
+    """The definitions' lines picked in C are a superset of the expression's, so that the
+    expression tried at those alone finds the same lines and the rule the same definitions."""
+    from nodwyn_retrieval.retrieval import _words_native
+    from nodwyn_retrieval.retrieval import chunks as C
+
+    from tests.test_chunks import _line_of_pieces
+
+    rng = random.Random(16)
+    lines = [_line_of_pieces(rng) for _ in range(20_000)]
+    lines += [line for text in build_corpus(4000, 30) for line in text.split("\n")]
+    lines += ["", "\t", "f(", "f()", "f() ", "x(a) {", "a b(;)", "$(x) {", "9f()", "a(b) throws"]
+    rng.shuffle(lines)
+    kept = 0
+    for start in range(0, len(lines), 400):
+        for end in ("", "\n"):
+            data = ("\n".join(lines[start : start + 400]) + end).encode()
+            picked = set(
+                memoryview(_words_native.definition_lines(data, C._FIRST_WORDS_UTF8))
+                .cast("q")
+                .tolist()
+            )
+            want = [m.start() for m in C._DEFINITION_LINE.finditer(b"\n" + data)]
+            assert set(want) <= picked
+            assert C._definition_lines(data, native=True) == want
+            assert C._definitions_utf8(data, native=True) == C._definitions_utf8(data, native=False)
+            kept += len(want)
+    assert kept > 5_000
+    with pytest.raises(TypeError, match="non-empty bytes"):
+        _words_native.definition_lines(b"x", (b"",))
+
+
+@pytest.mark.parametrize(("value", "native"), [("1", False), ("0", A.NATIVE), ("", A.NATIVE)])
+def test_the_environment_can_turn_the_compiled_pass_off(value: str, native: bool) -> None:
+    import os
+    import subprocess
+
+    code = (
+        "from nodwyn_retrieval.retrieval import analyze as A, chunks as C;"
+        "print(A.NATIVE, C._native_lines is not None)"
+    )
+    env = {**os.environ, "NODWYN_RETRIEVAL_PURE_PYTHON": value}
+    got = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert got.stdout.split() == [str(native), str(native)]

@@ -1,0 +1,621 @@
+/* The compiled pass of retrieval.analyze: a file's runs split, looked up and counted in one pass.
+ *
+ * What it computes is what the pure-Python path of retrieval/analyze.py computes from the same
+ * translated bytes (tests/test_words_native.py holds the two to each other and to a plain
+ * reference of the words' rule): the runs of each chunk, as bytes.split() cuts them; each run's
+ * code in the thread's word table (retrieval.words.WordTable, a dict of run -> code whose
+ * __missing__ expands a run seen for the first time); each word's file id, in order of first
+ * appearance; and each chunk's (word, count, count in its first line) pairs in ascending file id.
+ *
+ * The word rule itself stays in Python: a run this memo has not seen is looked up in the table
+ * (which expands it the first time), and its code is kept here, keyed by the run's bytes, so
+ * that a run seen again costs a hash and a compare rather than a bytes object and a dict lookup.
+ * A Memo belongs to one WordTable (retrieval/words.py keeps it beside the table, which is one a
+ * thread) and is dropped with it. Runs longer than the table keeps are not kept here either.
+ *
+ * No numpy headers: arrays come in through the buffer protocol and go out as bytes of int64.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KEPT_RUN 128 /* retrieval.words._MEMO_MAX_RUN */
+
+typedef struct {
+    uint64_t hash;    /* 0: an empty slot */
+    int64_t code;
+    uint64_t head;    /* the run's first 8 bytes (zero-padded): a short run is compared here */
+    uint32_t off;     /* where the run's bytes begin in the arena */
+    uint32_t len;
+} Slot;
+
+typedef struct {
+    PyObject_HEAD
+    Slot *slots;
+    size_t cap;       /* a power of two */
+    /* a chunk's runs (start, length, hash), cut before they are looked up so that their slots
+     * are fetched from memory ahead of the lookups (most of a lookup's cost was that wait) */
+    int64_t *r_start, *r_len;
+    uint64_t *r_hash;
+    size_t r_cap;
+    size_t used;
+    char *arena;
+    size_t arena_len, arena_cap;
+    /* the word ids of multi[k], as the table's multi list gave them */
+    int64_t *m_start, *m_size;
+    size_t m_count, m_cap;
+    int64_t *m_flat;
+    size_t m_flat_len, m_flat_cap;
+    /* by table word id: the file id of the call whose stamp it holds */
+    int64_t *fid;
+    uint64_t *stamp;
+    size_t lut_cap;
+    uint64_t call;
+} Memo;
+
+static int grow(void **buf, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need) n *= 2;
+    void *p = realloc(*buf, n * item);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+static inline uint64_t head_of(const unsigned char *p, size_t n) {
+    uint64_t v = 0;
+    memcpy(&v, p, n < 8 ? n : 8);
+    return v;
+}
+
+static inline uint64_t hash_bytes(const unsigned char *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (n * 0xC2B2AE3D27D4EB4FULL);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    memcpy(&v, p, n);
+    h = (h ^ v) * 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 29;
+    h *= 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+static int memo_rehash(Memo *m, size_t cap) {
+    Slot *slots = calloc(cap, sizeof(Slot));
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < m->cap; i++) {
+        Slot *s = &m->slots[i];
+        if (!s->hash) continue;
+        size_t j = s->hash & (cap - 1);
+        while (slots[j].hash) j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+static int memo_put(Memo *m, uint64_t h, const unsigned char *p, size_t n, int64_t code) {
+    if ((m->used + 1) * 2 > m->cap && memo_rehash(m, m->cap ? m->cap * 2 : 1 << 16) < 0) return -1;
+    if (m->arena_len + n > UINT32_MAX) return 0; /* never in practice: the table is bounded */
+    if (grow((void **)&m->arena, &m->arena_cap, m->arena_len + n, 1) < 0) return -1;
+    size_t j = h & (m->cap - 1);
+    while (m->slots[j].hash) j = (j + 1) & (m->cap - 1);
+    memcpy(m->arena + m->arena_len, p, n);
+    m->slots[j].hash = h;
+    m->slots[j].code = code;
+    m->slots[j].head = head_of(p, n);
+    m->slots[j].off = (uint32_t)m->arena_len;
+    m->slots[j].len = (uint32_t)n;
+    m->arena_len += n;
+    m->used++;
+    return 0;
+}
+
+/* The multi[k] of the table, k >= m_count, copied here (the table only appends to it). */
+static int memo_sync_multi(Memo *m, PyObject *table, size_t k) {
+    PyObject *multi = PyObject_GetAttrString(table, "multi");
+    if (!multi) return -1;
+    if (!PyList_Check(multi)) {
+        Py_DECREF(multi);
+        PyErr_SetString(PyExc_TypeError, "the word table's multi is not a list");
+        return -1;
+    }
+    Py_ssize_t total = PyList_GET_SIZE(multi);
+    if ((Py_ssize_t)k >= total) {
+        Py_DECREF(multi);
+        PyErr_SetString(PyExc_ValueError, "a code names a run of several words the table lacks");
+        return -1;
+    }
+    if (grow((void **)&m->m_start, &m->m_cap, (size_t)total, sizeof(int64_t)) < 0) goto fail;
+    {
+        size_t cap = m->m_cap - 0; /* m_size shares m_start's capacity */
+        int64_t *p = realloc(m->m_size, cap * sizeof(int64_t));
+        if (!p) { PyErr_NoMemory(); goto fail; }
+        m->m_size = p;
+    }
+    for (Py_ssize_t i = (Py_ssize_t)m->m_count; i < total; i++) {
+        PyObject *ids = PyList_GET_ITEM(multi, i);
+        if (!PyTuple_Check(ids)) {
+            PyErr_SetString(PyExc_TypeError, "an entry of the word table's multi is not a tuple");
+            goto fail;
+        }
+        Py_ssize_t n = PyTuple_GET_SIZE(ids);
+        if (grow((void **)&m->m_flat, &m->m_flat_cap, m->m_flat_len + (size_t)n, sizeof(int64_t)) < 0)
+            goto fail;
+        m->m_start[i] = (int64_t)m->m_flat_len;
+        m->m_size[i] = n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(ids, j));
+            if (v == -1 && PyErr_Occurred()) goto fail;
+            if (v < 0) {
+                PyErr_SetString(PyExc_ValueError, "a word id is negative");
+                goto fail;
+            }
+            m->m_flat[m->m_flat_len++] = v;
+        }
+        m->m_count = (size_t)i + 1;
+    }
+    Py_DECREF(multi);
+    return 0;
+fail:
+    Py_DECREF(multi);
+    return -1;
+}
+
+static void Memo_dealloc(Memo *m) {
+    free(m->slots);
+    free(m->arena);
+    free(m->m_start);
+    free(m->m_size);
+    free(m->m_flat);
+    free(m->fid);
+    free(m->stamp);
+    free(m->r_start);
+    free(m->r_len);
+    free(m->r_hash);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *Memo_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Memo() takes no arguments");
+        return NULL;
+    }
+    Memo *m = (Memo *)type->tp_alloc(type, 0);
+    return (PyObject *)m;
+}
+
+static PyObject *Memo_len(Memo *m, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSize_t(m->used);
+}
+
+/* Occurrences of the call: file id, chunk, whether in the chunk's first line. */
+typedef struct {
+    int64_t *fid, *chunk;
+    unsigned char *first;
+    size_t n, cap;
+} Occ;
+
+static int occ_add(Occ *o, int64_t fid, int64_t chunk, unsigned char first) {
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 4096;
+        int64_t *a = realloc(o->fid, cap * sizeof(int64_t));
+        if (!a) { PyErr_NoMemory(); return -1; }
+        o->fid = a;
+        int64_t *b = realloc(o->chunk, cap * sizeof(int64_t));
+        if (!b) { PyErr_NoMemory(); return -1; }
+        o->chunk = b;
+        unsigned char *c = realloc(o->first, cap);
+        if (!c) { PyErr_NoMemory(); return -1; }
+        o->first = c;
+        o->cap = cap;
+    }
+    o->fid[o->n] = fid;
+    o->chunk[o->n] = chunk;
+    o->first[o->n] = first;
+    o->n++;
+    return 0;
+}
+
+typedef struct {
+    int64_t *ids;
+    size_t n, cap;
+} Ids;
+
+/* The file id of table word id w, a new one (its id appended to distinct) if first seen. */
+static inline int64_t file_id(Memo *m, int64_t w, Ids *distinct) {
+    if ((uint64_t)w >= m->lut_cap) {
+        size_t old = m->lut_cap;
+        size_t cap = old;
+        if (grow((void **)&m->fid, &cap, (size_t)w + 1, sizeof(int64_t)) < 0) return -1;
+        uint64_t *st = realloc(m->stamp, cap * sizeof(uint64_t));
+        if (!st) { PyErr_NoMemory(); return -1; }
+        memset(st + old, 0, (cap - old) * sizeof(uint64_t));
+        m->stamp = st;
+        m->lut_cap = cap;
+    }
+    if (m->stamp[w] == m->call) return m->fid[w];
+    if (distinct->n == distinct->cap) {
+        size_t cap = distinct->cap ? distinct->cap * 2 : 1024;
+        int64_t *p = realloc(distinct->ids, cap * sizeof(int64_t));
+        if (!p) { PyErr_NoMemory(); return -1; }
+        distinct->ids = p;
+        distinct->cap = cap;
+    }
+    int64_t f = (int64_t)distinct->n;
+    distinct->ids[distinct->n++] = w;
+    m->stamp[w] = m->call;
+    m->fid[w] = f;
+    return f;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *bytes_of(const int64_t *a, size_t n) {
+    return PyBytes_FromStringAndSize((const char *)a, (Py_ssize_t)(n * sizeof(int64_t)));
+}
+
+static int is_space(unsigned char c) {
+    /* bytes.split()'s whitespace: ASCII space, \t, \n, \v, \f, \r */
+    return c == ' ' || (c >= 0x09 && c <= 0x0D);
+}
+
+/* scan(table, tdata, bounds, first_ends, def_chunk, def_word)
+ *   -> (distinct, offsets, word, body, first), each bytes of native int64.
+ * bounds: n_chunks + 1 byte offsets into tdata; first_ends: n_chunks offsets (a chunk's first
+ * line ends there); def_chunk, def_word: the definition terms' chunks and table word ids, counted
+ * after the runs, outside any first line. */
+static PyObject *Memo_scan(Memo *m, PyObject *args) {
+    PyObject *table;
+    Py_buffer data = {0}, bounds = {0}, first_ends = {0}, def_chunk = {0}, def_word = {0};
+    if (!PyArg_ParseTuple(args, "Oy*y*y*y*y*:scan", &table, &data, &bounds, &first_ends,
+                          &def_chunk, &def_word))
+        return NULL;
+    PyObject *result = NULL;
+    Occ occ = {0};
+    Ids distinct = {0};
+    int64_t *order = NULL, *per = NULL, *offsets = NULL, *pw = NULL, *pb = NULL, *pf = NULL;
+    int64_t *cnt = NULL, *cnt_first = NULL, *touched = NULL;
+
+    if (bounds.len % 8 || first_ends.len % 8 || def_chunk.len % 8 || def_word.len % 8 ||
+        bounds.len < 8 || def_chunk.len != def_word.len) {
+        PyErr_SetString(PyExc_ValueError, "scan: arrays of int64 of consistent lengths expected");
+        goto done;
+    }
+    size_t n_chunks = (size_t)bounds.len / 8 - 1;
+    if ((size_t)first_ends.len / 8 != n_chunks) {
+        PyErr_SetString(PyExc_ValueError, "scan: one first-line end a chunk expected");
+        goto done;
+    }
+    const unsigned char *t = data.buf;
+    const int64_t *bd = bounds.buf, *fe = first_ends.buf;
+    const int64_t *dc = def_chunk.buf, *dw = def_word.buf;
+    size_t n_def = (size_t)def_chunk.len / 8;
+    for (size_t c = 0; c < n_chunks; c++) {
+        if (bd[c] < 0 || bd[c] > bd[c + 1] || bd[c + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "scan: chunk bounds out of order or range");
+            goto done;
+        }
+    }
+    m->call++;
+
+    for (size_t c = 0; c < n_chunks; c++) {
+        Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1], fend = (Py_ssize_t)fe[c];
+        /* 1. The chunk's runs, as bytes.split() cuts them; each run's slot fetched ahead. */
+        size_t nr = 0;
+        while (p < end) {
+            while (p < end && is_space(t[p])) p++;
+            if (p >= end) break;
+            Py_ssize_t s0 = p;
+            while (p < end && !is_space(t[p])) p++;
+            if (nr == m->r_cap) {
+                size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
+                int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
+                if (!a) { PyErr_NoMemory(); goto done; }
+                m->r_start = a;
+                int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
+                if (!b) { PyErr_NoMemory(); goto done; }
+                m->r_len = b;
+                uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
+                if (!hh) { PyErr_NoMemory(); goto done; }
+                m->r_hash = hh;
+                m->r_cap = cap;
+            }
+            uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
+            m->r_start[nr] = s0;
+            m->r_len[nr] = p - s0;
+            m->r_hash[nr] = h;
+            if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
+            nr++;
+        }
+        /* 2. Each run's code: from this memo, else from the table (which expands a new run). */
+        for (size_t k = 0; k < nr; k++) {
+            Py_ssize_t s0 = (Py_ssize_t)m->r_start[k];
+            const unsigned char *run = t + s0;
+            size_t n = (size_t)m->r_len[k];
+            unsigned char first = s0 < fend;
+            uint64_t h = m->r_hash[k];
+            int64_t code = 0;
+            int found = 0;
+            if (m->cap) {
+                uint64_t head = head_of(run, n);
+                size_t j = h & (m->cap - 1);
+                for (;;) {
+                    Slot *sl = &m->slots[j];
+                    if (!sl->hash) break;
+                    if (sl->hash == h && sl->len == n && sl->head == head &&
+                        (n <= 8 || memcmp(m->arena + sl->off + 8, run + 8, n - 8) == 0)) {
+                        code = sl->code;
+                        found = 1;
+                        break;
+                    }
+                    j = (j + 1) & (m->cap - 1);
+                }
+            }
+            if (!found) {
+                PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
+                if (!key) goto done;
+                PyObject *got = PyObject_GetItem(table, key);
+                Py_DECREF(key);
+                if (!got) goto done;
+                long long v = PyLong_AsLongLong(got);
+                Py_DECREF(got);
+                if (v == -1 && PyErr_Occurred()) goto done;
+                code = v;
+                if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
+            }
+            if (code >= 0) {
+                int64_t f = file_id(m, code, &distinct);
+                if (f < 0 || occ_add(&occ, f, (int64_t)c, first) < 0) goto done;
+            } else if (code <= -2) {
+                size_t mk = (size_t)(-2 - code);
+                if (mk >= m->m_count && memo_sync_multi(m, table, mk) < 0) goto done;
+                for (int64_t i = 0; i < m->m_size[mk]; i++) {
+                    int64_t f = file_id(m, m->m_flat[m->m_start[mk] + i], &distinct);
+                    if (f < 0 || occ_add(&occ, f, (int64_t)c, first) < 0) goto done;
+                }
+            } else if (code != -1) {
+                PyErr_SetString(PyExc_ValueError, "scan: a run's code is out of range");
+                goto done;
+            }
+        }
+    }
+    Py_ssize_t n_table_words = 0;
+    if (n_def) {
+        PyObject *words = PyObject_GetAttrString(table, "words");
+        if (!words) goto done;
+        n_table_words = PyObject_Length(words);
+        Py_DECREF(words);
+        if (n_table_words < 0) goto done;
+    }
+    for (size_t i = 0; i < n_def; i++) {
+        if (dc[i] < 0 || (size_t)dc[i] >= n_chunks || dw[i] < 0 || dw[i] >= n_table_words) {
+            PyErr_SetString(PyExc_ValueError, "scan: a definition term's chunk or id is out of range");
+            goto done;
+        }
+        int64_t f = file_id(m, dw[i], &distinct);
+        if (f < 0 || occ_add(&occ, f, dc[i], 0) < 0) goto done;
+    }
+
+    /* Pairs: the occurrences in chunk order (a counting sort, stable), then each chunk's file ids
+     * counted in an array by file id and emitted in ascending order. */
+    size_t n_occ = occ.n, n_vocab = distinct.n;
+    order = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
+    per = calloc(n_chunks + 1, sizeof(int64_t));
+    offsets = malloc((n_chunks + 1) * sizeof(int64_t));
+    pw = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
+    pb = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
+    pf = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
+    cnt = calloc(n_vocab ? n_vocab : 1, sizeof(int64_t));
+    cnt_first = calloc(n_vocab ? n_vocab : 1, sizeof(int64_t));
+    touched = malloc((n_vocab ? n_vocab : 1) * sizeof(int64_t));
+    if (!order || !per || !offsets || !pw || !pb || !pf || !cnt || !cnt_first || !touched) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n_occ; i++) per[occ.chunk[i] + 1]++;
+    for (size_t c = 0; c < n_chunks; c++) per[c + 1] += per[c];
+    {
+        int64_t *at = malloc((n_chunks + 1) * sizeof(int64_t));
+        if (!at) { PyErr_NoMemory(); goto done; }
+        memcpy(at, per, (n_chunks + 1) * sizeof(int64_t));
+        for (size_t i = 0; i < n_occ; i++) order[at[occ.chunk[i]]++] = (int64_t)i;
+        free(at);
+    }
+    size_t n_pairs = 0;
+    offsets[0] = 0;
+    for (size_t c = 0; c < n_chunks; c++) {
+        size_t nt = 0;
+        for (int64_t k = per[c]; k < per[c + 1]; k++) {
+            int64_t i = order[k];
+            int64_t f = occ.fid[i];
+            if (!cnt[f]) touched[nt++] = f;
+            cnt[f]++;
+            cnt_first[f] += occ.first[i];
+        }
+        qsort(touched, nt, sizeof(int64_t), cmp_i64);
+        for (size_t k = 0; k < nt; k++) {
+            int64_t f = touched[k];
+            pw[n_pairs] = f;
+            pb[n_pairs] = cnt[f];
+            pf[n_pairs] = cnt_first[f];
+            n_pairs++;
+            cnt[f] = 0;
+            cnt_first[f] = 0;
+        }
+        offsets[c + 1] = (int64_t)n_pairs;
+    }
+    result = Py_BuildValue("(NNNNN)", bytes_of(distinct.ids ? distinct.ids : pw, n_vocab),
+                           bytes_of(offsets, n_chunks + 1), bytes_of(pw, n_pairs),
+                           bytes_of(pb, n_pairs), bytes_of(pf, n_pairs));
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&bounds);
+    PyBuffer_Release(&first_ends);
+    PyBuffer_Release(&def_chunk);
+    PyBuffer_Release(&def_word);
+    free(occ.fid);
+    free(occ.chunk);
+    free(occ.first);
+    free(distinct.ids);
+    free(order);
+    free(per);
+    free(offsets);
+    free(pw);
+    free(pb);
+    free(pf);
+    free(cnt);
+    free(cnt_first);
+    free(touched);
+    return result;
+}
+
+static PyMethodDef Memo_methods[] = {
+    {"scan", (PyCFunction)Memo_scan, METH_VARARGS,
+     "scan(table, tdata, bounds, first_ends, def_chunk, def_word) -> (distinct, offsets, word, "
+     "body, first): a file's pairs, each as bytes of native int64."},
+    {"size", (PyCFunction)Memo_len, METH_NOARGS, "How many runs the memo holds."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MemoType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nodwyn_retrieval.retrieval._words_native.Memo",
+    .tp_basicsize = sizeof(Memo),
+    .tp_dealloc = (destructor)Memo_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The codes of the runs a word table gave, keyed by the runs' bytes.",
+    .tp_methods = Memo_methods,
+    .tp_new = Memo_new,
+};
+
+
+/* definition_lines(data, first_words) -> bytes of native int64: the starts of the lines of data
+ * that retrieval.chunks._DEFINITION_LINE may match, or a few more (a superset: the caller tries
+ * that expression at each). A line passes when, after its blanks, it begins with one of
+ * first_words (a tuple of bytes), or when it reads [A-Za-z_$] then only [\w<>[\],.? \t*&$] up to
+ * its first "(", after which either "throws" comes before any ";", or no ";" comes and the line
+ * ends with one of ")", "{", "," and blanks. */
+static int is_word(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer data = {0};
+    PyObject *words;
+    if (!PyArg_ParseTuple(args, "y*O!:definition_lines", &data, &PyTuple_Type, &words))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t *out = NULL;
+    size_t n_out = 0, cap = 0;
+    Py_ssize_t n_words = PyTuple_GET_SIZE(words);
+    for (Py_ssize_t i = 0; i < n_words; i++) {
+        PyObject *w = PyTuple_GET_ITEM(words, i);
+        if (!PyBytes_Check(w) || PyBytes_GET_SIZE(w) < 1) {
+            PyErr_SetString(PyExc_TypeError, "definition_lines: first words are non-empty bytes");
+            goto done;
+        }
+    }
+    const unsigned char *t = data.buf;
+    Py_ssize_t n = data.len, line = 0;
+    while (line <= n) {
+        if (line == n && n > 0 && t[n - 1] != '\n') break; /* no line after the last newline */
+        const unsigned char *nl = memchr(t + line, '\n', (size_t)(n - line));
+        Py_ssize_t eol = nl ? nl - t : n;
+        Py_ssize_t p = line;
+        int pass = 0;
+        while (p < eol && (t[p] == ' ' || t[p] == '\t')) p++;
+        if (p < eol) {
+            unsigned char c = t[p];
+            for (Py_ssize_t i = 0; i < n_words && !pass; i++) {
+                PyObject *w = PyTuple_GET_ITEM(words, i);
+                Py_ssize_t len = PyBytes_GET_SIZE(w);
+                const char *ws = PyBytes_AS_STRING(w);
+                if ((unsigned char)ws[0] == c && len <= eol - p && memcmp(ws, t + p, (size_t)len) == 0)
+                    pass = 1;
+            }
+            if (!pass && (is_word(c) || c == '$') && !(c >= '0' && c <= '9')) {
+                Py_ssize_t q = p;
+                while (q < eol) {
+                    unsigned char d = t[q];
+                    if (is_word(d) || d == '$' || d == '<' || d == '>' || d == '[' || d == ']' ||
+                        d == ',' || d == '.' || d == '?' || d == ' ' || d == '\t' || d == '*' ||
+                        d == '&')
+                        q++;
+                    else
+                        break;
+                }
+                if (q < eol && t[q] == '(') {
+                    Py_ssize_t r = q + 1;
+                    int semi = 0;
+                    for (; r < eol; r++) {
+                        if (t[r] == ';') { semi = 1; break; }
+                        if (t[r] == 't' && eol - r >= 6 && memcmp(t + r, "throws", 6) == 0) {
+                            pass = 1;
+                            break;
+                        }
+                    }
+                    if (!pass && !semi) {
+                        Py_ssize_t e = eol;
+                        while (e > q + 1 && (t[e - 1] == ' ' || t[e - 1] == '\t')) e--;
+                        unsigned char last = t[e - 1];
+                        if (e > q + 1 && (last == ')' || last == '{' || last == ','))
+                            pass = 1;
+                    }
+                }
+            }
+        }
+        if (pass) {
+            if (grow((void **)&out, &cap, n_out + 1, sizeof(int64_t)) < 0) goto done;
+            out[n_out++] = (int64_t)line;
+        }
+        if (!nl) break;
+        line = eol + 1;
+    }
+    result = bytes_of(out ? out : (int64_t *)"", n_out);
+done:
+    PyBuffer_Release(&data);
+    free(out);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"definition_lines", definition_lines, METH_VARARGS,
+     "definition_lines(data, first_words) -> bytes of native int64: the starts of the lines that "
+     "may define a name (a superset of retrieval.chunks._DEFINITION_LINE's)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_words_native",
+    "The compiled pass of retrieval.analyze (split, look up, count).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__words_native(void) {
+    if (PyType_Ready(&MemoType) < 0) return NULL;
+    PyObject *mod = PyModule_Create(&moduledef);
+    if (!mod) return NULL;
+    Py_INCREF(&MemoType);
+    if (PyModule_AddObject(mod, "Memo", (PyObject *)&MemoType) < 0) {
+        Py_DECREF(&MemoType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}

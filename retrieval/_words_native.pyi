@@ -1,0 +1,24 @@
+"""The compiled pass of retrieval.analyze (retrieval/_words_native.c)."""
+
+from nodwyn_retrieval.retrieval.words import WordTable
+
+class Memo:
+    """The codes of the runs a word table gave, keyed by the runs' bytes."""
+
+    def __init__(self) -> None: ...
+    def scan(
+        self,
+        table: WordTable,
+        tdata: bytes,
+        bounds: bytes,
+        first_ends: bytes,
+        def_chunk: bytes,
+        def_word: bytes,
+        /,
+    ) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+        """A file's (distinct table ids, offsets, word, body, first), each as native int64."""
+    def size(self) -> int:
+        """How many runs the memo holds."""
+
+def definition_lines(data: bytes, first_words: tuple[bytes, ...], /) -> bytes:
+    """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""
