@@ -22,6 +22,11 @@
 #include <string.h>
 
 #define MAX_KEPT_RUN 128 /* retrieval.words._MEMO_MAX_RUN */
+/* A run is kept within this many slots of its hash's own, and looked for no further: the hash is
+ * not keyed, so a file written to make many runs share one slot (a hostile clone's) would
+ * otherwise make every lookup walk them all. A run that finds no room is not kept here; it is
+ * looked up in the word table (a dict, whose hash is keyed), which gives the same code. */
+#define MAX_PROBE 32
 
 typedef struct {
     uint64_t hash;    /* 0: an empty slot */
@@ -97,8 +102,12 @@ static int memo_rehash(Memo *m, size_t cap) {
     for (size_t i = 0; i < m->cap; i++) {
         Slot *s = &m->slots[i];
         if (!s->hash) continue;
-        size_t j = s->hash & (cap - 1);
-        while (slots[j].hash) j = (j + 1) & (cap - 1);
+        size_t j = s->hash & (cap - 1), probes = 0;
+        while (slots[j].hash && ++probes < MAX_PROBE) j = (j + 1) & (cap - 1);
+        if (slots[j].hash) {
+            m->used--; /* no room near its slot: left out, as memo_put leaves it */
+            continue;
+        }
         slots[j] = *s;
     }
     free(m->slots);
@@ -111,8 +120,9 @@ static int memo_put(Memo *m, uint64_t h, const unsigned char *p, size_t n, int64
     if ((m->used + 1) * 2 > m->cap && memo_rehash(m, m->cap ? m->cap * 2 : 1 << 16) < 0) return -1;
     if (m->arena_len + n > UINT32_MAX) return 0; /* never in practice: the table is bounded */
     if (grow((void **)&m->arena, &m->arena_cap, m->arena_len + n, 1) < 0) return -1;
-    size_t j = h & (m->cap - 1);
-    while (m->slots[j].hash) j = (j + 1) & (m->cap - 1);
+    size_t j = h & (m->cap - 1), probes = 0;
+    while (m->slots[j].hash && ++probes < MAX_PROBE) j = (j + 1) & (m->cap - 1);
+    if (m->slots[j].hash) return 0; /* no room near its slot: not kept (MAX_PROBE) */
     memcpy(m->arena + m->arena_len, p, n);
     m->slots[j].hash = h;
     m->slots[j].code = code;
@@ -356,7 +366,7 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
             if (m->cap) {
                 uint64_t head = head_of(run, n);
                 size_t j = h & (m->cap - 1);
-                for (;;) {
+                for (int probes = 0; probes < MAX_PROBE; probes++) {
                     Slot *sl = &m->slots[j];
                     if (!sl->hash) break;
                     if (sl->hash == h && sl->len == n && sl->head == head &&

@@ -414,3 +414,50 @@ def test_the_environment_can_turn_the_compiled_pass_off(value: str, native: bool
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert got.stdout.split() == [str(native), str(native)]
+
+
+def _runs_of_one_slot(count: int, slots: int = 1 << 16) -> list[str]:
+    """Eight-letter runs whose hash in the compiled memo falls in one slot of its first table.
+
+    The hash is written out again here (retrieval/_words_native.c, ``hash_bytes`` for a run of
+    exactly 8 bytes), as the author of a hostile file can write it: if it no longer matches the C
+    one, the runs scatter, every one is kept and the test below fails on the memo's size."""
+    u = np.uint64
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+    rng = np.random.default_rng(7)
+    found: list[str] = []
+    target = None
+    with np.errstate(over="ignore"):
+        while len(found) < count:
+            runs = letters[rng.integers(0, 26, size=(1 << 20, 8))]
+            h = u(0x9E3779B97F4A7C15) ^ (u(8) * u(0xC2B2AE3D27D4EB4F))
+            h = (h ^ runs.view("<u8").reshape(-1)) * u(0xFF51AFD7ED558CCD)
+            h ^= h >> u(32)
+            h = h * u(0xC4CEB9FE1A85EC53)
+            h ^= h >> u(29)
+            h = h * u(0x9E3779B97F4A7C15)
+            h ^= h >> u(32)
+            slot = h & u(slots - 1)
+            if target is None:
+                target = slot[0]
+            found += [bytes(r).decode() for r in runs[slot == target]]
+    return sorted(set(found))[:count]
+
+
+@native_only
+def test_runs_made_to_share_a_slot_are_kept_near_it_only_and_give_the_same_words() -> None:
+    """A file of many runs whose hash falls in one slot (the memo's hash is not keyed): the memo
+    keeps the 32 it finds room for near that slot and looks for no run further, so a lookup never
+    walks a long chain; the others are found in the word table, with the same words."""
+    runs = _runs_of_one_slot(48)
+    assert len(runs) == 48
+    text = " ".join(runs) + "\n" + " ".join(reversed(runs)) + "\n"
+    W.clear_memo()
+    table = W.word_table()
+    native = [_encoded(A._analyze(text, native=True)) for _ in range(2)]
+    assert table.native is not None
+    assert table.native.size() == 32
+    W.clear_memo()
+    python = [_encoded(A._analyze(text, native=False)) for _ in range(2)]
+    assert native == python
+    assert sorted(A._analyze(text, native=False).vocab) == runs
