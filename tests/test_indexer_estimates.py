@@ -1,20 +1,48 @@
-"""The indexer's estimate of what rebuilding its delta costs, measured as it works (§5).
+"""The indexer's estimates of the work after its reads, and the share of the bound they leave (§5).
 
-Each call stops its reads early enough to rebuild the delta before its deadline, at a cost a
-document the indexer measures on each rebuild of 512 documents or more (CPU time, whatever else
-runs). The CPU clock is made to advance a fixed amount a rebuild, so that the rate it measures is
-known; what a caller sees is whether the next call has time to read anything.
+A call's reads stop early enough to leave time for what follows them: storing, rebuilding the
+delta (at a cost a document the indexer measures on each rebuild of 512 documents or more, times
+the slowdown measured as the call runs and a margin), the fixed work after any read and the work
+that grows with what was read. Each estimate is made known here (a rate, a slowdown, a cost a
+byte) and the indexer's event-loop clock moved ahead once some files are read, so that where
+the reads stop is certain; what a caller sees is which files the call says read, and that the
+next call reads the rest.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.actors.indexer import IndexerActor
+from nodwyn_retrieval.bus import ProcessPool
 
-from tests.test_indexer_edges import Tree, index, read_paths, slowdown
+from tests.test_indexer_edges import (
+    WORDS,
+    N,
+    Tree,
+    body,
+    change,
+    costly,
+    files,
+    first_build,
+    found,
+    index,
+    keys,
+    name,
+    read_paths,
+    slowdown,
+)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    return Tree(tmp_path, files())
 
 
 @pytest.mark.asyncio
@@ -49,3 +77,183 @@ async def test_a_rebuild_of_512_documents_or_more_sets_what_the_next_call_expect
         (tree.root / "d0000.py").write_text(body.format(i=0, tag="c"))
         nxt = await index(actor, tree.stat("d0000.py"))
     assert read_paths(nxt) == (["d0000.py"] if reads else [])
+
+
+# -- the estimate of a delta document's cost -----------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("rate", "cut"), [(2.0, True), (0.5, False)])
+async def test_a_documents_cost_is_its_measured_rate_times_the_slowdown_and_the_margin(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, rate: float, cut: bool
+) -> None:
+    """At the 16th record 15 are loaded: 15 x rate x slowdown 2 x margin 1.5 against the 60 s left
+    (2.0: 90 s, stopped; 0.5: 22.5 s, not). A rate divided by the slowdown, or by the margin,
+    would not stop at 2.0 (22.5 s, 40 s); an estimate near three times as big would at 0.5."""
+    target = await first_build(tree)
+    tree.snap.unlink()
+    async with tree.session() as actor:
+        actor._apply_rate = rate
+        monkeypatch.setattr(actor._contention, "factor", lambda: 2.0)
+        done = await index(actor, (), dict(target))
+    assert done.not_loaded == (tuple(name(i) for i in range(15, N)) if cut else ())
+
+
+# -- the reads' share of the bound ----------------------------------------------------------------
+
+
+class LoopClock:
+    """The indexer's event-loop clock (``loop.time()``, the clock of a call's deadline), moved
+    ``offset`` seconds ahead once a number of files are read; every other clock is left alone.
+    The files are read one at a time, so that what is read before the jump is certain."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, after: int, offset: float) -> None:
+        self.offset = 0.0
+        self.reads = 0
+        clock = self
+
+        class Loop:
+            def __init__(self, real: asyncio.AbstractEventLoop) -> None:
+                self.real = real
+
+            def time(self) -> float:
+                return self.real.time() + clock.offset
+
+        shifted = types.SimpleNamespace(**vars(asyncio))
+        shifted.get_running_loop = lambda: Loop(asyncio.get_running_loop())
+        monkeypatch.setattr(indexer, "asyncio", shifted)
+        monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
+        real_read = IndexerActor._read_file
+
+        async def read(self: IndexerActor, tree: Any, rel: str) -> bytes | None:
+            data = await real_read(self, tree, rel)
+            clock.reads += 1
+            if clock.reads == after:
+                clock.offset = offset
+            return data
+
+        monkeypatch.setattr(IndexerActor, "_read_file", read)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("offset", "handled"), [(55.0, 9), (50.0, N)])
+async def test_reads_stop_at_85_percent_of_the_bound_and_the_next_call_reads_the_rest(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, offset: float, handled: int
+) -> None:
+    """Of 60 s, 51 are for the reads. 10 files are read, then the clock says 55 s (or 50 s) have
+    passed: the 10th is read too late to be analysed and no other starts (or all go on)."""
+    async with tree.session() as actor:
+        slowdown(monkeypatch, actor, 1.0)
+        LoopClock(monkeypatch, after=10, offset=offset)
+        cut = await index(actor, tree.stat(*tree.all()))
+        monkeypatch.undo()
+        rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
+        hits = [await found(actor, WORDS[i]) for i in range(N)]
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+    assert sorted(keys(cut)) == read_paths(cut)
+    assert read_paths(rest) == [name(i) for i in range(handled, N)]
+    assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("offset", "handled"), [(34.0, 3), (20.0, 12)])
+async def test_reads_stop_early_enough_for_the_rebuild_and_the_fixed_work_after_them(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, offset: float, handled: int
+) -> None:
+    """A delta of 5 documents at 4 s each (20 s) to rebuild, and after the reads a fixed 10 s
+    times the slowdown 4 (40 s) but at most 15% of the bound (9 s): the reads end 29 s before
+    the deadline, at 31 s. The clock says 34 s after 3 reads: no 4th starts; 20 s: all do."""
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        await index(actor, change(tree, range(N - 5, N), "v2"))  # a delta of 5 documents
+        assert actor.tree.delta.n_docs == 5
+        slowdown(monkeypatch, actor, 4.0)
+        costly(monkeypatch, 4.0)
+        monkeypatch.setattr(indexer, "POST_FIXED_SECONDS", 10.0)
+        LoopClock(monkeypatch, after=3, offset=offset)
+        cut = await index(actor, change(tree, range(12), "v3"))
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("factor", "handled"), [(2.0, 3), (1.0, 5)])
+async def test_reads_stop_when_the_work_after_them_grows_with_what_they_read(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, factor: float, handled: int
+) -> None:
+    """Each file of the first ten (of one size) is estimated to cost 25 s after the reads at a
+    slowdown of 2 (its bytes x a cost a byte x the slowdown x the margin 1.5), 12.5 s at 1: of
+    the 59.4 s (59.7 s) the reads may use, 2 files (4) leave room for one more, 3 (5) do not."""
+    size = len(body(0).encode())
+    assert all(len(body(i).encode()) == size for i in range(10))
+    monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
+    async with tree.session() as actor:
+        slowdown(monkeypatch, actor, factor)
+        LoopClock(monkeypatch, after=N + 1, offset=0.0)  # one file at a time, no jump
+        cut = await index(actor, tree.stat(*tree.all()))
+    assert read_paths(cut) == [name(i) for i in range(handled)]
+
+
+@pytest.mark.asyncio
+async def test_no_read_starts_when_rebuilding_the_records_just_loaded_would_fill_the_bound(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new session loads 5 records the snapshot lacks; at 20 s a document their rebuild (100 s)
+    does not leave time for a read: none starts, and the next call reads them."""
+    async with tree.session() as actor:
+        first = await index(actor, tree.stat(*tree.all()))
+        newer = keys(await index(actor, change(tree, range(5), "v2")))
+    target = {**keys(first), **newer}
+    stats = change(tree, range(10, 13), "v3")
+    async with tree.session() as actor:
+        costly(monkeypatch, 20.0)
+        # The map of the manifest, without the files this refresh reads (as the refresher's).
+        rereads = {st.path for st in stats}
+        cut = await index(actor, stats, {p: k for p, k in target.items() if p not in rereads})
+        monkeypatch.undo()
+        rest = await index(actor, stats)
+        hits = [await found(actor, WORDS[i]) for i in range(N)]
+    assert (cut.found, cut.not_loaded, cut.missing) == ((), (), ())
+    assert read_paths(rest) == [name(i) for i in range(10, 13)]
+    assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+async def test_applying_keeps_the_files_whose_delta_with_their_own_documents_fits(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 30 s a document and a part of 2 applied whatever the time: 3 records are stored (the
+    4th would make 90 s), and of those the 3rd is cut (the delta with its document, 90 s, does
+    not fit in 60 s; without it, 30 s would)."""
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        monkeypatch.setattr(indexer, "MIN_APPLY_DOCS", 2)
+        costly(monkeypatch, 30.0)
+        stats = change(tree, range(10), "v2")
+        cut = await index(actor, stats)
+        monkeypatch.undo()
+        rest = await index(actor, tuple(st for st in stats if st.path not in keys(cut)))
+    assert read_paths(cut) == [name(0), name(1)]
+    assert read_paths(rest) == [name(i) for i in range(2, 10)]
+
+
+@pytest.mark.asyncio
+async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_bound(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file goes to the pool in one batch after the last read; the clock then says 55 s of
+    60 have passed (past the reads' 51): the batch is not waited for, and no file is read."""
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    try:
+        async with tree.session() as actor:
+            slowdown(monkeypatch, actor, 1.0)
+            LoopClock(monkeypatch, after=N, offset=55.0)
+            cut = await index(actor, tree.stat(*tree.all()))
+            monkeypatch.undo()
+            rest = await index(actor, tree.stat(*tree.all()))
+            hits = [await found(actor, WORDS[i]) for i in range(N)]
+    finally:
+        await tree.pool.close()
+    assert cut.found == ()
+    assert read_paths(rest) == tree.all()
+    assert hits == [[name(i)] for i in range(N)]
