@@ -34,6 +34,7 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.bus import ProcessPool
 from nodwyn_retrieval.guard import CheckResult, default_guard
+from nodwyn_retrieval.guard.budget import Budget
 from nodwyn_retrieval.retrieval.tree import TreeIndex
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 
@@ -67,6 +68,7 @@ class Tree:
         self.data = tmp_path / "data"
         self.pool: ProcessPool | None = None
         self.checkers: list[Any] = []
+        self.budget: Budget | None = None
 
     def stat(self, *paths: str) -> tuple[FileStat, ...]:
         out = []
@@ -86,7 +88,9 @@ class Tree:
     async def session(self) -> Any:
         actor = IndexerActor(
             self.root, ChunkStore(self.chunks),
-            default_guard(self.root, data_dir=self.data, checkers=self.checkers),
+            default_guard(
+                self.root, data_dir=self.data, checkers=self.checkers, budget=self.budget
+            ),
             self.pool, self.snap,
         )  # fmt: skip
         await actor.on_start()
@@ -549,6 +553,24 @@ async def test_a_search_passes_over_files_gone_since_and_shows_at_most_its_limit
     assert out.gone == tuple(order[:5])
     assert (out.files, out.matched) == (10, 10)
     assert [r.path for r in three.results] == order[5:8]  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_a_search_under_a_budget_charges_what_it_reads_and_nothing_for_a_file_gone(
+    tmp_path: Path,
+) -> None:
+    contents: dict[str, str | bytes] = {f"q{i}.py": f"quoll = {i}\n" for i in range(3)}
+    tree = Tree(tmp_path, contents)
+    tree.budget = Budget(bytes=1000)
+    async with tree.session() as actor:
+        await index(actor, tree.stat(*tree.all()))
+        used = tree.budget.bytes_used  # the build's reads
+        (tree.root / "q1.py").unlink()
+        out = await actor.handle(SearchTree("quoll", 5))
+    assert isinstance(out, TreeSearched)
+    assert sorted(r.path for r in out.results) == ["q0.py", "q2.py"]  # type: ignore[attr-defined]
+    assert out.gone == ("q1.py",)
+    assert tree.budget.bytes_used - used == 2 * len("quoll = 0\n")
 
 
 # -- what a read finds ---------------------------------------------------------------------------
