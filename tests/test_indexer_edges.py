@@ -253,6 +253,24 @@ async def test_a_new_session_with_time_loads_every_record_and_forgets_what_the_m
     assert kept == [name(4)]
 
 
+@pytest.mark.asyncio
+async def test_a_damaged_record_is_counted_rebuilt_by_the_call_that_met_it_and_no_other(
+    tree: Tree,
+) -> None:
+    target = await first_build(tree)
+    tree.snap.unlink()
+    ChunkStore(tree.chunks).path(target[name(7)]).write_bytes(b"not a record")
+    async with tree.session() as actor:
+        met = await index(actor, (), dict(target))
+        again = await index(actor, tree.stat(name(7)))  # read again, as the refresher does
+        after = await index(actor, (), dict(target))
+        hits = await found(actor, WORDS[7])
+    assert (met.missing, met.rebuilt) == ((name(7),), 1)
+    assert (read_paths(again), again.rebuilt) == ([name(7)], 0)
+    assert (after.missing, after.rebuilt) == ((), 0)
+    assert hits == [name(7)]
+
+
 # -- the snapshot: written before the answer when it fits, after it otherwise ---------------------
 
 
