@@ -257,3 +257,42 @@ async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_boun
     assert cut.found == ()
     assert read_paths(rest) == tree.all()
     assert hits == [[name(i)] for i in range(N)]
+
+
+@pytest.mark.asyncio
+async def test_the_pool_is_not_waited_for_once_what_it_returned_fills_the_work_after_the_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files, read side by side, each a batch of its own for the pool. The first's bytes are
+    priced at 100 s of work after the reads: once it is back the second is not waited for (it
+    is let go only then), and is read by the next call."""
+    tree = Tree(tmp_path, files(2))
+    size = len(body(0).encode())
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexer, "BATCH_BYTES", 1)  # a batch a file
+    monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 100.0 / (size * 1.5))
+    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_run = pool.run
+    let_go = asyncio.Event()
+
+    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+        if [p for p, _ in blobs] == [name(1)]:
+            await let_go.wait()
+        try:
+            return await real_run(fn, blobs, *args, **kw)
+        finally:
+            let_go.set()
+
+    monkeypatch.setattr(pool, "run", run)
+    try:
+        async with tree.session() as actor:
+            slowdown(monkeypatch, actor, 1.0)
+            cut = await index(actor, tree.stat(*tree.all()))
+            monkeypatch.undo()
+            rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
+            hits = [await found(actor, WORDS[i]) for i in range(2)]
+    finally:
+        await pool.close()
+    assert read_paths(cut) == [name(0)]
+    assert read_paths(rest) == [name(1)]
+    assert hits == [[name(0)], [name(1)]]
