@@ -7,7 +7,8 @@ driven directly, with real files, a real chunk store and the real guard, so that
 exact: how many records a stopped call loaded, how many files it says read, whether the snapshot
 was written before the answer or after it. A deadline is passed without timing: the indexer's
 clock (its module's ``time``) jumps an hour while one of its phases runs, or a document's cost is
-estimated at 100 s.
+estimated at 100 s. The estimates themselves, and the reads' share of the bound, are in
+tests/test_indexer_estimates.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import types
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -34,6 +34,7 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.bus import ProcessPool
 from nodwyn_retrieval.guard import CheckResult, default_guard
+from nodwyn_retrieval.guard.budget import Budget
 from nodwyn_retrieval.retrieval.tree import TreeIndex
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 
@@ -67,6 +68,7 @@ class Tree:
         self.data = tmp_path / "data"
         self.pool: ProcessPool | None = None
         self.checkers: list[Any] = []
+        self.budget: Budget | None = None
 
     def stat(self, *paths: str) -> tuple[FileStat, ...]:
         out = []
@@ -86,7 +88,9 @@ class Tree:
     async def session(self) -> Any:
         actor = IndexerActor(
             self.root, ChunkStore(self.chunks),
-            default_guard(self.root, data_dir=self.data, checkers=self.checkers),
+            default_guard(
+                self.root, data_dir=self.data, checkers=self.checkers, budget=self.budget
+            ),
             self.pool, self.snap,
         )  # fmt: skip
         await actor.on_start()
@@ -247,6 +251,24 @@ async def test_a_new_session_with_time_loads_every_record_and_forgets_what_the_m
     assert (less.not_loaded, less.missing) == ((), ())
     assert gone == [[], []]
     assert kept == [name(4)]
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_record_is_counted_rebuilt_by_the_call_that_met_it_and_no_other(
+    tree: Tree,
+) -> None:
+    target = await first_build(tree)
+    tree.snap.unlink()
+    ChunkStore(tree.chunks).path(target[name(7)]).write_bytes(b"not a record")
+    async with tree.session() as actor:
+        met = await index(actor, (), dict(target))
+        again = await index(actor, tree.stat(name(7)))  # read again, as the refresher does
+        after = await index(actor, (), dict(target))
+        hits = await found(actor, WORDS[7])
+    assert (met.missing, met.rebuilt) == ((name(7),), 1)
+    assert (read_paths(again), again.rebuilt) == ([name(7)], 0)
+    assert (after.missing, after.rebuilt) == ((), 0)
+    assert hits == [name(7)]
 
 
 # -- the snapshot: written before the answer when it fits, after it otherwise ---------------------
@@ -475,144 +497,8 @@ async def test_a_merge_done_while_a_later_call_waits_is_taken_with_the_changes_m
     assert held.calls == 1
 
 
-# -- the estimate of a delta document's cost -----------------------------------------------------
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("rate", "cut"), [(2.0, True), (0.5, False)])
-async def test_a_documents_cost_is_its_measured_rate_times_the_slowdown_and_the_margin(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch, rate: float, cut: bool
-) -> None:
-    """At the 16th record 15 are loaded: 15 x rate x slowdown 2 x margin 1.5 against the 60 s left
-    (2.0: 90 s, stopped; 0.5: 22.5 s, not). A rate divided by the slowdown, or by the margin,
-    would not stop at 2.0 (22.5 s, 40 s); an estimate near three times as big would at 0.5."""
-    target = await first_build(tree)
-    tree.snap.unlink()
-    async with tree.session() as actor:
-        actor._apply_rate = rate
-        monkeypatch.setattr(actor._contention, "factor", lambda: 2.0)
-        done = await index(actor, (), dict(target))
-    assert done.not_loaded == (tuple(name(i) for i in range(15, N)) if cut else ())
-
-
-# -- the reads' share of the bound ----------------------------------------------------------------
-
-
-class LoopClock:
-    """The indexer's event-loop clock (``loop.time()``, the clock of a call's deadline), moved
-    ``offset`` seconds ahead once a number of files are read; every other clock is left alone.
-    The files are read one at a time, so that what is read before the jump is certain."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, after: int, offset: float) -> None:
-        self.offset = 0.0
-        self.reads = 0
-        clock = self
-
-        class Loop:
-            def __init__(self, real: asyncio.AbstractEventLoop) -> None:
-                self.real = real
-
-            def time(self) -> float:
-                return self.real.time() + clock.offset
-
-        shifted = types.SimpleNamespace(**vars(asyncio))
-        shifted.get_running_loop = lambda: Loop(asyncio.get_running_loop())
-        monkeypatch.setattr(indexer, "asyncio", shifted)
-        monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
-        real_read = IndexerActor._read_file
-
-        async def read(self: IndexerActor, tree: Any, rel: str) -> bytes | None:
-            data = await real_read(self, tree, rel)
-            clock.reads += 1
-            if clock.reads == after:
-                clock.offset = offset
-            return data
-
-        monkeypatch.setattr(IndexerActor, "_read_file", read)
-
-
 def slowdown(monkeypatch: pytest.MonkeyPatch, actor: IndexerActor, factor: float) -> None:
     monkeypatch.setattr(actor._contention, "factor", lambda: factor)
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("offset", "handled"), [(55.0, 9), (50.0, N)])
-async def test_reads_stop_at_85_percent_of_the_bound_and_the_next_call_reads_the_rest(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch, offset: float, handled: int
-) -> None:
-    """Of 60 s, 51 are for the reads. 10 files are read, then the clock says 55 s (or 50 s) have
-    passed: the 10th is read too late to be analysed and no other starts (or all go on)."""
-    async with tree.session() as actor:
-        slowdown(monkeypatch, actor, 1.0)
-        LoopClock(monkeypatch, after=10, offset=offset)
-        cut = await index(actor, tree.stat(*tree.all()))
-        monkeypatch.undo()
-        rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
-        hits = [await found(actor, WORDS[i]) for i in range(N)]
-    assert read_paths(cut) == [name(i) for i in range(handled)]
-    assert sorted(keys(cut)) == read_paths(cut)
-    assert read_paths(rest) == [name(i) for i in range(handled, N)]
-    assert hits == [[name(i)] for i in range(N)]
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("offset", "handled"), [(34.0, 3), (20.0, 12)])
-async def test_reads_stop_early_enough_for_the_rebuild_and_the_fixed_work_after_them(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch, offset: float, handled: int
-) -> None:
-    """A delta of 5 documents at 4 s each (20 s) to rebuild, and after the reads a fixed 10 s
-    times the slowdown 4 (40 s) but at most 15% of the bound (9 s): the reads end 29 s before
-    the deadline, at 31 s. The clock says 34 s after 3 reads: no 4th starts; 20 s: all do."""
-    async with tree.session() as actor:
-        await index(actor, tree.stat(*tree.all()))
-        await index(actor, change(tree, range(N - 5, N), "v2"))  # a delta of 5 documents
-        assert actor.tree.delta.n_docs == 5
-        slowdown(monkeypatch, actor, 4.0)
-        costly(monkeypatch, 4.0)
-        monkeypatch.setattr(indexer, "POST_FIXED_SECONDS", 10.0)
-        LoopClock(monkeypatch, after=3, offset=offset)
-        cut = await index(actor, change(tree, range(12), "v3"))
-    assert read_paths(cut) == [name(i) for i in range(handled)]
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("factor", "handled"), [(2.0, 3), (1.0, 5)])
-async def test_reads_stop_when_the_work_after_them_grows_with_what_they_read(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch, factor: float, handled: int
-) -> None:
-    """Each file of the first ten (of one size) is estimated to cost 25 s after the reads at a
-    slowdown of 2 (its bytes x a cost a byte x the slowdown x the margin 1.5), 12.5 s at 1: of
-    the 59.4 s (59.7 s) the reads may use, 2 files (4) leave room for one more, 3 (5) do not."""
-    size = len(body(0).encode())
-    assert all(len(body(i).encode()) == size for i in range(10))
-    # A first build: its own cost a byte (the postings built as the batches arrive).
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
-    async with tree.session() as actor:
-        slowdown(monkeypatch, actor, factor)
-        LoopClock(monkeypatch, after=N + 1, offset=0.0)  # one file at a time, no jump
-        cut = await index(actor, tree.stat(*tree.all()))
-    assert read_paths(cut) == [name(i) for i in range(handled)]
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize(("factor", "handled"), [(2.0, 3), (1.0, 5)])
-async def test_an_update_of_an_indexed_tree_takes_its_own_cost_a_byte_after_the_reads(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch, factor: float, handled: int
-) -> None:
-    """The same figures as above, for ten files changed in an indexed tree: such a call merges
-    records after its reads (not a first build's postings), at its own cost a byte; the first
-    build's cost is set so low that it would let every file be read."""
-    async with tree.session() as actor:
-        await index(actor, tree.stat(*tree.all()))
-        changed = change(tree, range(10), "v2")
-        size = len(body(0, "v2").encode())
-        assert all(len(body(i, "v2").encode()) == size for i in range(10))
-        monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
-        monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1e-12)
-        slowdown(monkeypatch, actor, factor)
-        LoopClock(monkeypatch, after=N + 1, offset=0.0)
-        cut = await index(actor, changed)
-    assert read_paths(cut) == [name(i) for i in range(handled)]
 
 
 # -- when a delta is merged ------------------------------------------------------------------------
@@ -634,30 +520,6 @@ async def test_a_delta_is_merged_once_it_holds_more_than_the_merge_threshold(
     assert at_five == keys(first)  # 5 is not more than 5: not merged, the snapshot unchanged
     assert at_six == {**keys(first), **keys(five), **keys(six)}
     assert delta_after == 0
-
-
-@pytest.mark.asyncio
-async def test_no_read_starts_when_rebuilding_the_records_just_loaded_would_fill_the_bound(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A new session loads 5 records the snapshot lacks; at 20 s a document their rebuild (100 s)
-    does not leave time for a read: none starts, and the next call reads them."""
-    async with tree.session() as actor:
-        first = await index(actor, tree.stat(*tree.all()))
-        newer = keys(await index(actor, change(tree, range(5), "v2")))
-    target = {**keys(first), **newer}
-    stats = change(tree, range(10, 13), "v3")
-    async with tree.session() as actor:
-        costly(monkeypatch, 20.0)
-        # The map of the manifest, without the files this refresh reads (as the refresher's).
-        rereads = {st.path for st in stats}
-        cut = await index(actor, stats, {p: k for p, k in target.items() if p not in rereads})
-        monkeypatch.undo()
-        rest = await index(actor, stats)
-        hits = [await found(actor, WORDS[i]) for i in range(N)]
-    assert (cut.found, cut.not_loaded, cut.missing) == ((), (), ())
-    assert read_paths(rest) == [name(i) for i in range(10, 13)]
-    assert hits == [[name(i)] for i in range(N)]
 
 
 @pytest.mark.asyncio
@@ -712,22 +574,21 @@ async def test_a_search_passes_over_files_gone_since_and_shows_at_most_its_limit
 
 
 @pytest.mark.asyncio
-async def test_applying_keeps_the_files_whose_delta_with_their_own_documents_fits(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch
+async def test_a_search_under_a_budget_charges_what_it_reads_and_nothing_for_a_file_gone(
+    tmp_path: Path,
 ) -> None:
-    """At 30 s a document and a part of 2 applied whatever the time: 3 records are stored (the
-    4th would make 90 s), and of those the 3rd is cut (the delta with its document, 90 s, does
-    not fit in 60 s; without it, 30 s would)."""
+    contents: dict[str, str | bytes] = {f"q{i}.py": f"quoll = {i}\n" for i in range(3)}
+    tree = Tree(tmp_path, contents)
+    tree.budget = Budget(bytes=1000)
     async with tree.session() as actor:
         await index(actor, tree.stat(*tree.all()))
-        monkeypatch.setattr(indexer, "MIN_APPLY_DOCS", 2)
-        costly(monkeypatch, 30.0)
-        stats = change(tree, range(10), "v2")
-        cut = await index(actor, stats)
-        monkeypatch.undo()
-        rest = await index(actor, tuple(st for st in stats if st.path not in keys(cut)))
-    assert read_paths(cut) == [name(0), name(1)]
-    assert read_paths(rest) == [name(i) for i in range(2, 10)]
+        used = tree.budget.bytes_used  # the build's reads
+        (tree.root / "q1.py").unlink()
+        out = await actor.handle(SearchTree("quoll", 5))
+    assert isinstance(out, TreeSearched)
+    assert sorted(r.path for r in out.results) == ["q0.py", "q2.py"]  # type: ignore[attr-defined]
+    assert out.gone == ("q1.py",)
+    assert tree.budget.bytes_used - used == 2 * len("quoll = 0\n")
 
 
 # -- what a read finds ---------------------------------------------------------------------------
@@ -782,29 +643,6 @@ async def test_a_read_held_in_the_guard_past_the_deadline_is_left_and_the_call_a
     assert name(5) not in read_paths(cut)
     assert name(5) in read_paths(rest)
     assert sorted(read_paths(cut) + read_paths(rest)) == tree.all()
-    assert hits == [[name(i)] for i in range(N)]
-
-
-@pytest.mark.asyncio
-async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_bound(
-    tree: Tree, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every file goes to the pool in one batch after the last read; the clock then says 55 s of
-    60 have passed (past the reads' 51): the batch is not waited for, and no file is read."""
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
-    try:
-        async with tree.session() as actor:
-            slowdown(monkeypatch, actor, 1.0)
-            LoopClock(monkeypatch, after=N, offset=55.0)
-            cut = await index(actor, tree.stat(*tree.all()))
-            monkeypatch.undo()
-            rest = await index(actor, tree.stat(*tree.all()))
-            hits = [await found(actor, WORDS[i]) for i in range(N)]
-    finally:
-        await tree.pool.close()
-    assert cut.found == ()
-    assert read_paths(rest) == tree.all()
     assert hits == [[name(i)] for i in range(N)]
 
 
