@@ -273,19 +273,20 @@ def test_a_window_long_enough_is_measured_and_kept_for_the_next_short_one() -> N
 def test_sharing_a_core_with_a_busy_process_is_measured_as_a_slowdown() -> None:
     cpu = min(os.sched_getaffinity(0))
     was = os.sched_getaffinity(0)
-    loop = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
-    hog = subprocess.Popen([sys.executable, "-c", loop])
-    try:
-        os.sched_setaffinity(0, {cpu})
-        time.sleep(0.3)  # the hog is running on the core
-        c = Contention(lambda: 1.0)
-        _burn(0.3)
-        # Half the core at most (more when anything else runs there): runnable as long as run.
-        assert c.factor() >= 1.5
-    finally:
-        os.sched_setaffinity(0, was)
-        hog.kill()
-        hog.wait()
+    loop = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nprint(flush=True)\nwhile True: pass"
+    with subprocess.Popen([sys.executable, "-c", loop], stdout=subprocess.PIPE) as hog:
+        try:
+            os.sched_setaffinity(0, {cpu})
+            assert hog.stdout is not None
+            hog.stdout.readline()  # the hog is on the core, and spinning from now on
+            c = Contention(lambda: 1.0)
+            _burn(0.3)
+            # Half the core at most (more when anything else runs there): runnable as long as
+            # run.
+            assert c.factor() >= 1.5
+        finally:
+            os.sched_setaffinity(0, was)
+            hog.kill()
 
 
 # -- the snapshot's file ---------------------------------------------------------------------------
