@@ -380,7 +380,10 @@ class Engine:
         self._mark()
         start = asyncio.get_running_loop().time()
         r = await self._refresh(UPDATE_SECONDS, directory, update=True, progress=progress)
-        await self._indexer.ask(SaveSnapshot(start + UPDATE_SECONDS))
+        # The snapshot's write error, when the merge it waits for is written and fails: said
+        # beside the manifest's (the index still answers from memory; the next session rebuilds
+        # the snapshot from the stored records).
+        snapshot_error = await self._indexer.ask(SaveSnapshot(start + UPDATE_SECONDS))
         await self._gc.tell(Collect(force=False))
         skipped = {
             k: r.skipped.get(k, 0) for k in ("binary", "too_large", "not_utf8", "over_limit")
@@ -401,9 +404,12 @@ class Engine:
             "seconds": round(r.seconds, 3),
             "bytes": r.bytes,
             "saved": r.saved,
-            "store_error": r.store_error,
+            "store_error": r.store_error or snapshot_error,
         }
-        return UpdateOutput(_update_text(r, rel), summary)
+        text = _update_text(r, rel)
+        if snapshot_error and not r.store_error:
+            text += f"\nthe index's snapshot could not be written: {snapshot_error}"
+        return UpdateOutput(text, summary)
 
     async def recall(
         self, seq: int, start: int | None = None, count: int | None = None, task: str | None = None
