@@ -2,6 +2,7 @@
 
     python bench/mutation_inproc.py guard/redact.py
     python bench/mutation_inproc.py guard/guard.py --deps nodwyn_retrieval.guard.beneath
+    python bench/mutation_inproc.py guard/secret_rules.py --deps nodwyn_retrieval.guard.redact
     ONLY=g12,g40 python bench/mutation_inproc.py retrieval/bm25.py --out /tmp/bm25.json
 
 bench/mutation.py starts pytest-gremlins's own runner, which runs a new test process for every
@@ -13,7 +14,10 @@ its operators) and the same tests (bench/mutation.py's ``TESTS`` for the module,
 - the module's instrumented code is executed again for each gremlin with ``ACTIVE_GREMLIN`` set,
   so a gremlin evaluated at import time (a dataclass flag, a constant) takes effect;
 - every object another module took from it (``from m import f``) is swapped for the new one, and
-  the modules named by ``--deps`` are reloaded the same way;
+  the modules named by ``--deps`` are reloaded the same way (a module whose values another
+  compiles at its import needs it: ``guard/secret_rules.py``'s rules are built into
+  ``guard.redact``'s expressions, so without ``--deps nodwyn_retrieval.guard.redact`` no gremlin
+  of it reaches a redaction and every one survives);
 - Hypothesis's example database is off, so an example one gremlin found is not replayed against
   the next.
 
