@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.tree import Ranking, TreeIndex, TreeSegment
 
 LONG = "\n".join(f"plain line {n}" for n in range(1, 121)) + "\n"  # 120 lines: chunks 1-80, 81-120
 
@@ -113,3 +113,16 @@ def test_an_empty_file_takes_no_chunk_and_round_trips() -> None:
     back = TreeSegment.from_obj(seg.to_obj())
     assert back.file_docs.tolist() == [0, 1, 1, 2]
     assert [h.path for h in TreeIndex(back).search(["b"], 5)] == ["b.txt"]
+
+
+def test_a_file_named_by_the_whole_query_outranks_one_named_by_half_of_it() -> None:
+    # The same words in both paths (alpha, beta, txt); "alpha_beta" also counts as a word of its
+    # own, so its text scores a little less (about 1/1.05). Its name holds all of the query's
+    # weight (lifted by 1 + 0.5), the other's name half of it (by 1 + 0.5 * sqrt(1/2)).
+    index = TreeIndex(build({"beta/alpha.txt": "notes\n", "alpha_beta.txt": "notes\n"}))
+    query = {"alpha": 1.0, "beta": 1.0}
+    plain = Ranking(name=0.0)
+    text = {h.path: h.score for h in index.rank_files(query, 10, ranking=plain)[0]}
+    assert 1.0 < text["beta/alpha.txt"] / text["alpha_beta.txt"] < (1.5 / (1 + 0.5 * 0.5**0.5))
+    assert index.rank_files(query, 10, ranking=plain)[1] == ["beta/alpha.txt", "alpha_beta.txt"]
+    assert index.rank_files(query, 10)[1] == ["alpha_beta.txt", "beta/alpha.txt"]
