@@ -126,3 +126,26 @@ def test_a_file_named_by_the_whole_query_outranks_one_named_by_half_of_it() -> N
     assert 1.0 < text["beta/alpha.txt"] / text["alpha_beta.txt"] < (1.5 / (1 + 0.5 * 0.5**0.5))
     assert index.rank_files(query, 10, ranking=plain)[1] == ["beta/alpha.txt", "alpha_beta.txt"]
     assert index.rank_files(query, 10)[1] == ["alpha_beta.txt", "beta/alpha.txt"]
+
+
+def test_a_search_for_no_result_or_no_word_answers_nothing_and_lists_no_file() -> None:
+    index = TreeIndex(build({"a/wombat.txt": "wombat\n", "b/notes.txt": "wombat here\n"}))
+    assert index.rank_files({"wombat": 1.0}, 0) == ([], [])
+    assert index.rank_files({"wombat": 1.0}, -1) == ([], [])
+    assert index.rank_files({}, 5) == ([], [])
+    assert index.rank({"wombat": 1.0}, 0) == []
+    assert len(index.rank_files({"wombat": 1.0}, 1)[1]) == 2  # one shown, both listed
+
+
+def test_a_files_second_chunk_is_shown_beside_its_best_only_at_0_8_of_it() -> None:
+    # A file of two chunks, the second scoring about 0.67 of the first (at any query weight).
+    text = "wombat\n" * 81 + "other\n" * 79
+    index = TreeIndex(build({"a/two.txt": text, "b/far.txt": "plain\n"}))
+    for weight in (0.25, 1.0, 4.0):
+        every = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2, more=0.0))
+        best, second = (h.score for h in every[0])
+        assert 0.6 < second / best < 0.75
+        near = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2))[0]
+        assert [(h.path, h.start) for h in near] == [("a/two.txt", 1)]
+        low = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2, more=0.6))[0]
+        assert [(h.path, h.start) for h in low] == [("a/two.txt", 1), ("a/two.txt", 81)]
