@@ -149,3 +149,11 @@ def test_a_files_second_chunk_is_shown_beside_its_best_only_at_0_8_of_it() -> No
         assert [(h.path, h.start) for h in near] == [("a/two.txt", 1)]
         low = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2, more=0.6))[0]
         assert [(h.path, h.start) for h in low] == [("a/two.txt", 1), ("a/two.txt", 81)]
+
+
+def test_a_files_chunk_scoring_as_its_best_is_shown_at_a_bound_of_the_best_itself() -> None:
+    # Two chunks of the same words (lines 1-80, 81-160): the same score, at the bound exactly.
+    index = TreeIndex(build({"a/two.txt": "wombat\n" * 160, "b/far.txt": "plain\n"}))
+    hits = index.rank_files({"wombat": 1.0}, 10, ranking=Ranking(per_file=2, more=1.0))[0]
+    assert [(h.path, h.start) for h in hits] == [("a/two.txt", 1), ("a/two.txt", 81)]
+    assert hits[0].score == hits[1].score
