@@ -211,3 +211,20 @@ def test_a_git_listing_says_its_git_directory_and_a_walk_says_none(tmp_path: Pat
     walk = Listing(plain, [])
     assert walk.step(float("inf"))
     assert (walk.names, walk.in_git, walk.git_dir) == (["b.py"], False, None)
+
+
+def test_names_git_lists_that_are_not_plain_are_left_out_and_their_count_warned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What git prints for an index a hostile clone made by hand: git itself refuses to add these.
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
+    printed = b"H a.py\0H ../up.py\0H sub/.GIT/config\0H b.py\0"
+    monkeypatch.setattr(_listing, "_git_output", lambda *a, **k: printed)
+    with caplog.at_level("WARNING", logger="nodwyn_retrieval.actors.listing"):
+        assert _listing.git_ls_files(root) == ["a.py", "b.py"]
+        listing = Listing(root, [])
+        assert listing.step(float("inf")) is True
+    assert sorted(listing.names) == ["a.py", "b.py"]
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2
+    assert all(m.startswith("git listed 2 name(s) in ") for m in warned)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
+from nodwyn_retrieval.retrieval.tree import Ranking, TreeIndex, TreeSegment
 
 LONG = "\n".join(f"plain line {n}" for n in range(1, 121)) + "\n"  # 120 lines: chunks 1-80, 81-120
 
@@ -113,3 +113,47 @@ def test_an_empty_file_takes_no_chunk_and_round_trips() -> None:
     back = TreeSegment.from_obj(seg.to_obj())
     assert back.file_docs.tolist() == [0, 1, 1, 2]
     assert [h.path for h in TreeIndex(back).search(["b"], 5)] == ["b.txt"]
+
+
+def test_a_file_named_by_the_whole_query_outranks_one_named_by_half_of_it() -> None:
+    # The same words in both paths (alpha, beta, txt); "alpha_beta" also counts as a word of its
+    # own, so its text scores a little less (about 1/1.05). Its name holds all of the query's
+    # weight (lifted by 1 + 0.5), the other's name half of it (by 1 + 0.5 * sqrt(1/2)).
+    index = TreeIndex(build({"beta/alpha.txt": "notes\n", "alpha_beta.txt": "notes\n"}))
+    query = {"alpha": 1.0, "beta": 1.0}
+    plain = Ranking(name=0.0)
+    text = {h.path: h.score for h in index.rank_files(query, 10, ranking=plain)[0]}
+    assert 1.0 < text["beta/alpha.txt"] / text["alpha_beta.txt"] < (1.5 / (1 + 0.5 * 0.5**0.5))
+    assert index.rank_files(query, 10, ranking=plain)[1] == ["beta/alpha.txt", "alpha_beta.txt"]
+    assert index.rank_files(query, 10)[1] == ["alpha_beta.txt", "beta/alpha.txt"]
+
+
+def test_a_search_for_no_result_or_no_word_answers_nothing_and_lists_no_file() -> None:
+    index = TreeIndex(build({"a/wombat.txt": "wombat\n", "b/notes.txt": "wombat here\n"}))
+    assert index.rank_files({"wombat": 1.0}, 0) == ([], [])
+    assert index.rank_files({"wombat": 1.0}, -1) == ([], [])
+    assert index.rank_files({}, 5) == ([], [])
+    assert index.rank({"wombat": 1.0}, 0) == []
+    assert len(index.rank_files({"wombat": 1.0}, 1)[1]) == 2  # one shown, both listed
+
+
+def test_a_files_second_chunk_is_shown_beside_its_best_only_at_0_8_of_it() -> None:
+    # A file of two chunks, the second scoring about 0.67 of the first (at any query weight).
+    text = "wombat\n" * 81 + "other\n" * 79
+    index = TreeIndex(build({"a/two.txt": text, "b/far.txt": "plain\n"}))
+    for weight in (0.25, 1.0, 4.0):
+        every = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2, more=0.0))
+        best, second = (h.score for h in every[0])
+        assert 0.6 < second / best < 0.75
+        near = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2))[0]
+        assert [(h.path, h.start) for h in near] == [("a/two.txt", 1)]
+        low = index.rank_files({"wombat": weight}, 10, ranking=Ranking(per_file=2, more=0.6))[0]
+        assert [(h.path, h.start) for h in low] == [("a/two.txt", 1), ("a/two.txt", 81)]
+
+
+def test_a_files_chunk_scoring_as_its_best_is_shown_at_a_bound_of_the_best_itself() -> None:
+    # Two chunks of the same words (lines 1-80, 81-160): the same score, at the bound exactly.
+    index = TreeIndex(build({"a/two.txt": "wombat\n" * 160, "b/far.txt": "plain\n"}))
+    hits = index.rank_files({"wombat": 1.0}, 10, ranking=Ranking(per_file=2, more=1.0))[0]
+    assert [(h.path, h.start) for h in hits] == [("a/two.txt", 1), ("a/two.txt", 81)]
+    assert hits[0].score == hits[1].score
