@@ -70,6 +70,7 @@ TESTS: dict[str, list[str]] = {
     "retrieval/tree.py": [
         "test_tree_index.py",
         "test_tree_segment.py",
+        "test_tree_kinds.py",
         "test_build_pipeline.py",
         "test_ranking.py",
         "test_adr_numbers.py",
