@@ -116,7 +116,7 @@ def test_plain_dir_says_what_reader_for_says_of_each_log(
     placed = tasks / "placed.jsonl"
     place(placed, CLAUDE, tmp_path / "mems")
     try:
-        assert not plain_dir(tasks)
+        assert plain_dir(tasks) is False  # a bool, as its signature says, not a falsy value
         assert reader_for(placed) is not NODWYN
         assert plain_dir(tmp_path / "tas")  # a name that starts the same is another directory
     finally:
@@ -149,3 +149,15 @@ def test_found_keys_says_what_find_keys_says(tmp_path: Path) -> None:
         assert [words[j] for j in hit] == ["common", "only3", "filler", "only29", "common"]
         assert mem.found_keys(word_keys([])) == ([], [])
         assert mem.found_keys(word_keys(["absent"])) == ([], [])
+
+
+def test_a_mem_without_words_finds_none_by_found_keys(tmp_path: Path) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("plan", text="")
+    lg.end_turn()
+    with LogView.open(lg.path) as view:
+        mem = view.mem
+        assert mem is not None
+        assert mem.n_words == 0
+        assert mem.found_keys(word_keys(["a", "b"])) == ([], [])
+        assert mem.postings_many([], 0) == []
