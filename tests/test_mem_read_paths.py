@@ -161,3 +161,23 @@ def test_a_mem_without_words_finds_none_by_found_keys(tmp_path: Path) -> None:
         assert mem.n_words == 0
         assert mem.found_keys(word_keys(["a", "b"])) == ([], [])
         assert mem.postings_many([], 0) == []
+
+
+def test_postings_many_read_first_in_a_process_gives_what_postings_at_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A search's first read of small blocks in a new process goes through postings_many: the
+    # readers of each block's shape are made there, not by postings_at before it.
+    from nodwyn_retrieval.store import mem_format
+
+    lg = _log(tmp_path / "t1.jsonl", 60)
+    LogView.open(lg.path).close()
+    monkeypatch.setattr(mem_format, "_SMALL_STRUCTS", {})
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        wanted: list[tuple[int, list[int], list[int]]] = [(i, [], []) for i in range(mem.n_words)]
+        big = mem.postings_many(wanted, 0)
+        assert len(big) < mem.n_words
+        for i, docs, tfs in wanted:
+            want_d, want_t = mem.postings_at(i)
+            if i not in big:
+                assert (docs, tfs) == (want_d.tolist(), want_t.tolist())
