@@ -431,6 +431,8 @@ def test_words_are_found_by_key_at_both_ends_of_the_sorted_keys(good: bytes) -> 
         for i in (-1, mem.n_words, 2**40):
             with pytest.raises(FormatError, match=rf"^\.mem has no word {i}: rebuild$"):
                 mem.postings_at(i)
+            with pytest.raises(FormatError, match=rf"^\.mem has no word {i}: rebuild$"):
+                mem.postings_many([(0, [], []), (i, [], [])], 0)
 
 
 @pytest.mark.parametrize("little", [True, False], ids=["little-endian", "big-endian"])
@@ -457,6 +459,8 @@ def test_a_word_entry_out_of_bounds_is_refused_when_its_postings_are_read(good: 
         with MemIndex.from_bytes(data) as mem:
             with pytest.raises(FormatError, match=rf"^\.mem {why}: rebuild$"):
                 mem.postings_at(i)
+            with pytest.raises(FormatError, match=rf"^\.mem {why}: rebuild$"):
+                mem.postings_many([(i, [], [])], 0)
             with pytest.raises(FormatError):
                 mem.fold()
 
@@ -683,12 +687,25 @@ def test_a_posting_out_of_range_with_its_check_right_is_refused(good: bytes, wid
         with MemIndex.from_bytes(data) as mem:
             with pytest.raises(FormatError, match=r"^\.mem posting is out of range: rebuild$"):
                 mem.postings(word)
+            i = int(mem.find_keys(word_keys([word]))[0])
+            if word != "all":  # "beta" and "few" have small blocks, "all" one of 60 postings
+                with pytest.raises(FormatError, match=r"^\.mem posting is out of range: rebuild$"):
+                    mem.postings_many([(i, [], [])], 0)
+            else:  # a big block: left to postings_at, nothing added
+                got: tuple[list[int], list[int]] = ([], [])
+                assert mem.postings_many([(i, *got)], 0) == [i]
+                assert got == ([], [])
             with pytest.raises(FormatError):
                 mem.fold()
 
     def read(data: bytes, word: str) -> tuple[list[int], list[int]]:
         with MemIndex.from_bytes(data) as mem:
             docs, tfs = mem.postings(word)
+            i = int(mem.find_keys(word_keys([word]))[0])
+            d: list[int] = []
+            t: list[int] = []
+            if not mem.postings_many([(i, d, t)], 0):  # a small block, read as integers too
+                assert (d, t) == (docs.tolist(), tfs.tolist())
             return docs.tolist(), tfs.tolist()
 
     for data, word in ((good, "beta"), (wide, "few"), (wide, "all")):
@@ -710,3 +727,30 @@ def test_a_posting_out_of_range_with_its_check_right_is_refused(good: bytes, wid
     big = [2**31 - 1 if t == top else t for t in tfs]
     assert read(_forged(wide, "all", docs, big), "all") == (docs, big)
     out_of_range(_forged(wide, "all", docs, [2**31 if t == top else t for t in tfs]), "all")
+
+
+def test_a_four_byte_frequency_of_a_small_block_is_bounded_as_a_big_ones(tmp_path: Path) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("person.message", text="rare " * 70_000)
+    lg.add("person.message", text="rare once")
+    lg.end_turn()
+    LogView.open(lg.path).close()
+    data = mem_path(lg.path).read_bytes()
+    with MemIndex.from_bytes(data) as mem:
+        docs, tfs = (a.tolist() for a in mem.postings("rare"))
+    assert len(docs) == 2  # a small block
+    assert max(tfs) > 65_535  # four bytes wide
+    top = [2**31 - 1 if t == max(tfs) else t for t in tfs]
+    with MemIndex.from_bytes(_forged(data, "rare", docs, top)) as mem:
+        assert mem.postings("rare")[1].tolist() == top
+        i = int(mem.find_keys(word_keys(["rare"]))[0])
+        d: list[int] = []
+        t: list[int] = []
+        assert mem.postings_many([(i, d, t)], 0) == []
+        assert (d, t) == (docs, top)
+    past = [2**31 if t == max(tfs) else t for t in tfs]
+    with MemIndex.from_bytes(_forged(data, "rare", docs, past)) as mem:
+        with pytest.raises(FormatError, match=r"^\.mem posting is out of range: rebuild$"):
+            mem.postings("rare")
+        with pytest.raises(FormatError, match=r"^\.mem posting is out of range: rebuild$"):
+            mem.postings_many([(i, [], [])], 0)

@@ -116,7 +116,7 @@ def test_plain_dir_says_what_reader_for_says_of_each_log(
     placed = tasks / "placed.jsonl"
     place(placed, CLAUDE, tmp_path / "mems")
     try:
-        assert not plain_dir(tasks)
+        assert plain_dir(tasks) is False  # a bool, as its signature says, not a falsy value
         assert reader_for(placed) is not NODWYN
         assert plain_dir(tmp_path / "tas")  # a name that starts the same is another directory
     finally:
@@ -149,3 +149,35 @@ def test_found_keys_says_what_find_keys_says(tmp_path: Path) -> None:
         assert [words[j] for j in hit] == ["common", "only3", "filler", "only29", "common"]
         assert mem.found_keys(word_keys([])) == ([], [])
         assert mem.found_keys(word_keys(["absent"])) == ([], [])
+
+
+def test_a_mem_without_words_finds_none_by_found_keys(tmp_path: Path) -> None:
+    lg = Log(tmp_path / "t.jsonl")
+    lg.add("plan", text="")
+    lg.end_turn()
+    with LogView.open(lg.path) as view:
+        mem = view.mem
+        assert mem is not None
+        assert mem.n_words == 0
+        assert mem.found_keys(word_keys(["a", "b"])) == ([], [])
+        assert mem.postings_many([], 0) == []
+
+
+def test_postings_many_read_first_in_a_process_gives_what_postings_at_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A search's first read of small blocks in a new process goes through postings_many: the
+    # readers of each block's shape are made there, not by postings_at before it.
+    from nodwyn_retrieval.store import mem_format
+
+    lg = _log(tmp_path / "t1.jsonl", 60)
+    LogView.open(lg.path).close()
+    monkeypatch.setattr(mem_format, "_SMALL_STRUCTS", {})
+    with MemIndex.open(mem_path(lg.path)) as mem:
+        wanted: list[tuple[int, list[int], list[int]]] = [(i, [], []) for i in range(mem.n_words)]
+        big = mem.postings_many(wanted, 0)
+        assert len(big) < mem.n_words
+        for i, docs, tfs in wanted:
+            want_d, want_t = mem.postings_at(i)
+            if i not in big:
+                assert (docs, tfs) == (want_d.tolist(), want_t.tolist())
