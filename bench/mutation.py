@@ -106,13 +106,19 @@ TESTS: dict[str, list[str]] = {
         "test_store_chunkstore.py",
     ],
     "store/config.py": ["test_store_config_edges.py", "test_store_config.py", "test_seq_edges.py"],
-    "store/log.py": ["test_store_log_edges.py", "test_store_log.py", "test_seq_edges.py"],
+    "store/log.py": [
+        "test_log_decode.py",
+        "test_store_log_edges.py",
+        "test_store_log.py",
+        "test_seq_edges.py",
+    ],
     "store/manifest.py": [
         "test_store_manifest_edges.py",
         "test_store_manifest.py",
         "test_refresher.py",
     ],
     "store/mem.py": [
+        "test_mem_read_paths.py",
         "test_mem_view_edges.py",
         "test_mem_edges.py",
         "test_mem.py",
@@ -126,6 +132,7 @@ TESTS: dict[str, list[str]] = {
         "test_mem.py",
     ],
     "store/mem_encode.py": [
+        "test_mem_read_paths.py",
         "test_mem_format_edges.py",
         "test_mem_format_fold_edges.py",
         "test_mem_edges.py",
@@ -133,6 +140,7 @@ TESTS: dict[str, list[str]] = {
         "test_seq_edges.py",
     ],
     "store/mem_format.py": [
+        "test_mem_read_paths.py",
         "test_mem_format_edges.py",
         "test_mem_format_fold_edges.py",
         "test_mem_edges.py",
@@ -147,6 +155,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "store/paths.py": ["test_store_paths_edges.py", "test_store_paths.py", "test_listing.py"],
     "store/transcripts/__init__.py": [
+        "test_mem_read_paths.py",
         "test_transcripts_edges.py",
         "test_transcripts.py",
         "test_mem.py",
