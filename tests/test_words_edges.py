@@ -156,3 +156,19 @@ def test_a_query_weighs_code_three_times_and_prose_once() -> None:
     # the stop words of the prose go; a code word that is one stays, weighed as code
     assert weighted_query("what is `is_in`") == {"is_in": 3.0}
     assert ranking_words("what is it") == ["what", "is", "it"]
+
+
+@pytest.mark.parametrize("second", ["foobar", "foobar foobar"])
+def test_a_run_that_spells_a_word_the_table_holds_first_counts_for_that_word(second: str) -> None:
+    """The table's first word (id 0), found inside a camel-case run, is the same word when a
+    later run spells it alone: one word of the vocabulary, its counts summed, not a second."""
+    from nodwyn_retrieval.retrieval.analyze import _analyze
+
+    n = 1 + len(second.split())
+    clear_memo()
+    assert word_counts(f"fooBar {second}") == {"foobar": n, "foo": 1, "bar": 1}
+    for native in (False, True):
+        clear_memo()
+        record = _analyze(f"fooBar {second}\n", native=native)
+        assert sorted(record.vocab) == ["bar", "foo", "foobar"]
+        assert record.chunk_words(0)["foobar"] == (n, n)
