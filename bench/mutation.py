@@ -57,7 +57,12 @@ TESTS: dict[str, list[str]] = {
         "test_adr_numbers.py",
     ],
     "retrieval/blobs.py": ["test_blobs_edges.py", "test_blobs.py"],
-    "retrieval/chunks.py": ["test_chunks_edges.py", "test_chunks.py", "test_analyze.py"],
+    "retrieval/chunks.py": [
+        "test_chunks_edges.py",
+        "test_chunks.py",
+        "test_analyze.py",
+        "test_words_native.py",
+    ],
     "retrieval/event_render.py": ["test_event_render_edges.py", "test_events.py"],
     "retrieval/events.py": ["test_events_edges.py", "test_events.py", "test_ranking_events.py"],
     "retrieval/kinds.py": ["test_kinds_edges.py", "test_ranking.py"],
