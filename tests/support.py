@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -106,3 +107,12 @@ def shifted_time(offset: Callable[[], float]) -> Any:
         time = staticmethod(time.time)
 
     return Time
+
+
+def mcp_process(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``nodwyn-retrieval mcp`` started in root as a client starts it, its three pipes as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
+        cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip

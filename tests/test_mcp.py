@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nodwyn_retrieval.actors.earlier import DISABLED
 from nodwyn_retrieval.mcp_server import mcp_tools
 
-from tests.support import GIT_ENV, make_repo
+from tests.support import GIT_ENV, make_repo, mcp_process
 from tests.test_transcripts import ClaudeSession, CodexRollout, _claude_story
 
 
@@ -265,11 +265,7 @@ async def test_log_given_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
 
 def test_sigterm_closes_the_server_cleanly(tmp_path: Path, env: dict[str, str]) -> None:
     root = make_repo(tmp_path / "repo", {"a.py": "def marmot():\n    pass\n"})
-    with subprocess.Popen(
-        [sys.executable, "-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
-        cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    ) as p:  # fmt: skip
+    with mcp_process(root, env) as p:
         assert p.stdin is not None
         assert p.stdout is not None
         assert p.stderr is not None

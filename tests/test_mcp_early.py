@@ -5,15 +5,13 @@ the same lines as that server's own, its session the client's, and the client's 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from nodwyn_retrieval.mcp_server import EARLY_ENV
 
-from tests.support import make_repo
+from tests.support import make_repo, mcp_process
 from tests.test_mcp import env
 from tests.test_mcp_start import _gone, engine_processes
 
@@ -47,11 +45,7 @@ EXCHANGE: list[dict[str, Any]] = [
 
 def _exchange(root: Path, env: dict[str, str], lines: list[str]) -> tuple[dict[Any, Any], str]:
     """The server's answers to the lines, by id, and what it wrote on stderr."""
-    with subprocess.Popen(
-        [sys.executable, "-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
-        cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    ) as p:  # fmt: skip
+    with mcp_process(root, env) as p:
         assert p.stdin is not None
         assert p.stdout is not None
         assert p.stderr is not None
@@ -131,11 +125,7 @@ def test_a_first_line_other_than_initialize_is_the_sdk_servers(
 
 def test_the_client_gone_in_the_first_exchange(tmp_path: Path, env: dict[str, str]) -> None:
     root = make_repo(tmp_path / "repo", {"den.py": "def marmot_burrow():\n    return 1\n"})
-    with subprocess.Popen(
-        [sys.executable, "-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
-        cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    ) as p:  # fmt: skip
+    with mcp_process(root, env) as p:
         assert p.stdin is not None
         assert p.stdout is not None
         try:

@@ -8,8 +8,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from typing import Any
 import pytest
 from nodwyn_retrieval.entry import Engine
 
-from tests.support import make_repo
+from tests.support import make_repo, mcp_process
 from tests.test_mcp import call, cli, env, server
 from tests.test_transcripts import ClaudeSession
 
@@ -189,11 +187,7 @@ def test_stdin_closed_and_sigterm_leave_no_engine_process(
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "some-client", "version": "1"}}}  # fmt: skip
     for stop in ("stdin", "sigterm"):
-        with subprocess.Popen(
-            [sys.executable, "-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
-            cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        ) as p:  # fmt: skip
+        with mcp_process(root, env) as p:
             assert p.stdin is not None
             assert p.stdout is not None
             try:
