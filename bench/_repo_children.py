@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -89,6 +90,26 @@ def ours_child(
     if profile is not None:
         argv += ["--profile-out", str(profile)]
     return Child(argv, log)
+
+
+def first_search(
+    root: Path, data: Path, config: Path, log: Path, q: str, *, fresh: bool = False
+) -> dict[str, Any]:
+    """A new process's ``Engine.open`` and one search of q, as the child reports them, with its
+    wall time from the process's start. ``fresh``: an empty data directory first and after, so
+    the search is a fresh tree's first (it indexes what its 10 s bound allows, §5)."""
+    if fresh:
+        shutil.rmtree(data, ignore_errors=True)
+    config.mkdir(parents=True, exist_ok=True)
+    child = ours_child(root, data, config, log)
+    try:
+        a: dict[str, Any] = child.ask(op="first", q=q)
+        a["wall"] = time.perf_counter() - child.started
+    finally:
+        child.close()
+    if fresh:
+        shutil.rmtree(data, ignore_errors=True)
+    return a
 
 
 def peer_child(kind: str, root: Path, log: Path) -> Child:

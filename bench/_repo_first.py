@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +27,8 @@ sys.path.insert(0, str(HERE))
 
 import _corpora  # noqa: E402
 import _peers  # noqa: E402
-from _repo_children import ours_child  # noqa: E402
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+from _repo_children import first_search, ours_child  # noqa: E402
+from _repo_report import loadavg  # noqa: E402
 
 
 def _build(root: Path, data: Path, config: Path, work: Path) -> None:
@@ -53,11 +47,7 @@ def sessions(
     runs: list[dict[str, Any]] = []
     for s in range(n):
         q = queries[s % len(queries)]
-        child = ours_child(root, data, config, work / f"session{s}.log")
-        try:
-            a = child.ask(op="first", q=q)
-        finally:
-            child.close()
+        a = first_search(root, data, config, work / f"session{s}.log", q)
         rg = _peers.rg_count(root, q)[0] if _peers.have_rg() else float("nan")
         a["rg"] = rg
         runs.append(a)
@@ -82,17 +72,9 @@ def sessions(
 
 def cold(root: Path, work: Path, queries: list[str], n: int) -> None:
     for c in range(n):
-        data = work / "cold-data"
-        shutil.rmtree(data, ignore_errors=True)
-        config = work / "config"
-        config.mkdir(parents=True, exist_ok=True)
-        child = ours_child(root, data, config, work / f"cold{c}.log")
-        try:
-            a = child.ask(op="first", q=queries[0])
-            a["wall"] = time.perf_counter() - child.started
-        finally:
-            child.close()
-        shutil.rmtree(data, ignore_errors=True)
+        a = first_search(
+            root, work / "cold-data", work / "config", work / f"cold{c}.log", queries[0], fresh=True
+        )
         s = a["search"]
         print(
             f"  cold {c}: {a['seconds']:.2f} s (open {a['open']:.2f}, search {s['seconds']:.2f}); "

@@ -58,7 +58,7 @@ sys.path.insert(0, str(REPO))
 
 import _corpora  # noqa: E402
 import _peers  # noqa: E402
-from _repo_children import Child, ours_child, peer_child, serve_ours  # noqa: E402
+from _repo_children import Child, first_search, ours_child, peer_child, serve_ours  # noqa: E402
 from _repo_report import (  # noqa: E402
     MB,
     _median_build,
@@ -180,18 +180,10 @@ class Run:
         and one search, which indexes what its 10 s bound allows (§5)."""
         runs = []
         for n in range(self.args.builds):
-            data, config = self.work / "cold-data", self.work / "config"
-            shutil.rmtree(data, ignore_errors=True)
-            config.mkdir(parents=True, exist_ok=True)
             say("  ours: a fresh tree's first search")
-            child = ours_child(self.root, data, config, self.work / f"ours-cold{n}.log")
-            try:
-                a = child.ask(op="first", q=queries[0])
-                a["wall"] = time.perf_counter() - child.started
-            finally:
-                child.close()
-            shutil.rmtree(data, ignore_errors=True)
-            runs.append(a)
+            data, config = self.work / "cold-data", self.work / "config"
+            log = self.work / f"ours-cold{n}.log"
+            runs.append(first_search(self.root, data, config, log, queries[0], fresh=True))
         runs.sort(key=lambda a: a["seconds"])
         mid = runs[(len(runs) - 1) // 2]
         self.r["cold"] = {
