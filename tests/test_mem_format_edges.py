@@ -494,6 +494,8 @@ def test_a_mem_without_words_finds_none(tmp_path: Path) -> None:
         assert mem.find_keys(word_keys(["a", "b"])).tolist() == [-1, -1]
         assert mem.holds(word_keys(["a"])).tolist() == [False]
         assert mem.postings("a")[0].size == 0
+        assert mem.found_keys(word_keys(["a", "b"])) == ([], [])
+        assert mem.postings_many([], 0) == []
 
 
 def test_a_segment_of_words_holds_each_once_with_every_documents_length(good: bytes) -> None:

@@ -151,17 +151,6 @@ def test_found_keys_says_what_find_keys_says(tmp_path: Path) -> None:
         assert mem.found_keys(word_keys(["absent"])) == ([], [])
 
 
-def test_a_mem_without_words_finds_none_by_found_keys(tmp_path: Path) -> None:
-    lg = Log(tmp_path / "t.jsonl")
-    lg.add("plan", text="")
-    lg.end_turn()
-    with LogView.open(lg.path) as view:
-        mem = view.mem
-        assert mem is not None
-        assert mem.n_words == 0
-        assert mem.found_keys(word_keys(["a", "b"])) == ([], [])
-        assert mem.postings_many([], 0) == []
-
 
 def test_postings_many_read_first_in_a_process_gives_what_postings_at_gives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
