@@ -17,6 +17,10 @@ class Memo:
         /,
     ) -> tuple[bytes, bytes, bytes, bytes, bytes]:
         """A file's (distinct table ids, offsets, word, body, first), each as native int64."""
+    def count_texts(
+        self, table: WordTable, tdata: bytes, bounds: bytes, /
+    ) -> tuple[bytes, bytes, bytes, bytes]:
+        """Many texts' (distinct table ids, offsets, word, count), each as native int64."""
     def size(self) -> int:
         """How many runs the memo holds."""
 

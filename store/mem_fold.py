@@ -8,11 +8,13 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.guard.redact import redact
+from nodwyn_retrieval.retrieval.analyze import NATIVE
+from nodwyn_retrieval.retrieval.blobs import blank_blobs
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY
 from nodwyn_retrieval.retrieval.events import (
     Card,
@@ -23,8 +25,16 @@ from nodwyn_retrieval.retrieval.events import (
     turn_of,
     word_runs,
 )
-from nodwyn_retrieval.retrieval.words import WordTable, word_table
+from nodwyn_retrieval.retrieval.words import WordTable, encode, translate, word_table
 from nodwyn_retrieval.store.mem_log import LoggedEvent
+
+if TYPE_CHECKING:
+    from nodwyn_retrieval.retrieval._words_native import Memo
+
+try:  # the compiled pass retrieval.analyze uses (NATIVE says whether it was built and wanted)
+    from nodwyn_retrieval.retrieval import _words_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _words_native = None  # type: ignore[assignment]
 
 _EV_DTYPES = {
     "ev_seq": "<u8",
@@ -177,16 +187,91 @@ def _sum_repeats(keys: I64, values: I64) -> tuple[I64, I64]:
     return keys, values
 
 
-def fold_events(events: Sequence[LoggedEvent]) -> Fold:
+TextWords = tuple[U64, I64, I64, I64]
+"""The words of a batch's distinct texts: the words' keys (sorted, each once), then for each
+text in order its (word, count) pairs laid end to end, as indices into the keys and counts, and
+how many pairs each text has. A text may list one word twice (two of its runs give it): the
+counts add up when the postings are encoded."""
+
+
+def _text_words_python(texts: list[str], table: WordTable) -> TextWords:
+    """:data:`TextWords` in Python: each text's runs counted (``Counter``), every distinct run
+    of the batch looked up in the table once, and the runs' words spread in numpy."""
+    # Each distinct text's distinct runs and how often each occurs, in text order.
+    run_index: defaultdict[bytes, int] = defaultdict(count().__next__)
+    occ_runs: list[int] = []
+    occ_counts: list[int] = []
+    occ_len: list[int] = []
+    for text in texts:
+        found = Counter(word_runs(redact(text).text)) if text else Counter[bytes]()
+        occ_len.append(len(found))
+        occ_runs.extend(map(run_index.__getitem__, found))
+        occ_counts.extend(found.values())
+    # Every distinct run's words, through this thread's table (its ids hold for this call).
+    codes = np.fromiter(map(table.__getitem__, run_index), dtype=np.int64, count=len(run_index))
+    # A code is a word id, NO_WORDS, or -2 - k for the several words multi[k] (retrieval.words):
+    # each run's word ids laid end to end, by indexing the table's arrays.
+    m_start, m_size, m_flat = table.multi_arrays()
+    several = codes <= -2
+    per_run = (codes >= 0).astype(np.int64)
+    per_run[several] = m_size[-2 - codes[several]]
+    w_of, nth = _spans(per_run)
+    flat_ids = codes[w_of]
+    part = flat_ids <= -2
+    flat_ids[part] = m_flat[m_start[-2 - flat_ids[part]] + nth[part]]
+    # Words become keys (each word hashed once for the thread's table); two words sharing one
+    # (module doc) become one.
+    keys, flat = np.unique(_table_keys(table)[flat_ids], return_inverse=True)
+    flat = flat.astype(np.int64).reshape(-1)
+    occ = np.asarray(occ_runs, dtype=np.int64)
+    occ_n = np.asarray(occ_counts, dtype=np.int64)
+    t_len = np.asarray(occ_len, dtype=np.int64)
+
+    # (text, run, count) to (text, word, count), still in text order.
+    if bool(np.all(per_run == 1)):
+        return keys, flat[occ], occ_n, t_len
+    first_word = np.cumsum(per_run) - per_run
+    lens = per_run[occ]
+    w_run, nth = _spans(lens)
+    occ_text, _ = _spans(t_len)
+    t_len = np.bincount(occ_text, weights=lens, minlength=len(texts)).astype(np.int64)
+    return keys, flat[first_word[occ][w_run] + nth], occ_n[w_run], t_len
+
+
+def _text_words_native(texts: list[str], table: WordTable, memo: Memo) -> TextWords:
+    """:data:`TextWords` by the compiled pass of retrieval.analyze (``Memo.count_texts``): the
+    texts, redacted and their blobs blanked as :func:`retrieval.events.word_runs` does, laid end
+    to end with a space after each, are one buffer; one call cuts every text's runs, looks each
+    up (in the pass's memo, else the table, which expands a run it has not seen) and counts each
+    text's words. memo: the pass's memo of this table (``table.native``)."""
+    parts = [blank_blobs(encode(redact(t).text)) if t else b"" for t in texts]
+    n = len(parts)
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=n) + 1, out=bounds[1:])
+    parts.append(b"")
+    distinct, offsets, word, counts = memo.count_texts(
+        table, translate(b" ".join(parts)), bounds.tobytes()
+    )
+    ids = np.frombuffer(distinct, dtype=np.int64)
+    keys, inverse = np.unique(_table_keys(table)[ids], return_inverse=True)
+    t_word = inverse.astype(np.int64).reshape(-1)[np.frombuffer(word, dtype=np.int64)]
+    off = np.frombuffer(offsets, dtype=np.int64)
+    t_len = off[1:] - off[:-1]
+    return keys, t_word, np.frombuffer(counts, dtype=np.int64), t_len
+
+
+def fold_events(events: Sequence[LoggedEvent], *, native: bool = NATIVE) -> Fold:
     """Fold events (in log order) into arrays: every event's place, the ranked ones' words.
 
     The words are those of :func:`retrieval.events.event_counts`, found for the whole batch at
-    once: each distinct text (a file read again is one text) is redacted and cut into runs, every
-    distinct run of the batch goes through the word splitter's table once, and the (text, word)
-    counts are spread to the documents that hold each text, with its weight, in numpy. A text's
-    counts are its runs' words, each counted once per occurrence of its run, which is what
-    ``word_counts`` adds up one run at a time; a word two runs of one text give is listed twice
-    here and added up when the postings are sorted (:func:`_encode`).
+    once: each distinct text (a file read again is one text) is redacted, its blobs blanked, and
+    its words counted, by the compiled pass for all the texts in one call (``native``, the
+    default where it was built: :func:`_text_words_native`) or in Python
+    (:func:`_text_words_python`); the two give the same ``.mem``. The (text, word) counts are
+    spread to the documents that hold each text, with its weight, in numpy. A text's counts are
+    its runs' words, each counted once per occurrence of its run, which is what ``word_counts``
+    adds up one run at a time; a word listed twice for a document is added up when the postings
+    are sorted (:func:`_encode`).
     """
     kinds: dict[str, int] = {}
     agents: dict[str, int] = {}
@@ -222,48 +307,14 @@ def fold_events(events: Sequence[LoggedEvent]) -> Fold:
             f_weight.append(weight)
     n_docs = len(doc_event)
 
-    # Each distinct text's distinct runs and how often each occurs, in text order.
-    run_index: defaultdict[bytes, int] = defaultdict(count().__next__)
-    occ_runs: list[int] = []
-    occ_counts: list[int] = []
-    occ_len: list[int] = []
-    for text in texts:
-        found = Counter(word_runs(redact(text).text)) if text else Counter[bytes]()
-        occ_len.append(len(found))
-        occ_runs.extend(map(run_index.__getitem__, found))
-        occ_counts.extend(found.values())
-    # Every distinct run's words, through this thread's table (its ids hold for this call).
     table = word_table()
-    codes = np.fromiter(map(table.__getitem__, run_index), dtype=np.int64, count=len(run_index))
-    # A code is a word id, NO_WORDS, or -2 - k for the several words multi[k] (retrieval.words):
-    # each run's word ids laid end to end, by indexing the table's arrays.
-    m_start, m_size, m_flat = table.multi_arrays()
-    several = codes <= -2
-    per_run = (codes >= 0).astype(np.int64)
-    per_run[several] = m_size[-2 - codes[several]]
-    w_of, nth = _spans(per_run)
-    flat_ids = codes[w_of]
-    part = flat_ids <= -2
-    flat_ids[part] = m_flat[m_start[-2 - flat_ids[part]] + nth[part]]
-    # Words become keys (each word hashed once for the thread's table); two words sharing one
-    # (module doc) become one.
-    keys, flat = np.unique(_table_keys(table)[flat_ids], return_inverse=True)
-    flat = flat.astype(np.int64).reshape(-1)
-    occ = np.asarray(occ_runs, dtype=np.int64)
-    occ_n = np.asarray(occ_counts, dtype=np.int64)
-    t_len = np.asarray(occ_len, dtype=np.int64)
-
-    # (text, run, count) to (text, word, count), still in text order.
-    if bool(np.all(per_run == 1)):
-        t_word, tcounts = flat[occ], occ_n
+    if native and _words_native is not None:
+        memo = table.native
+        if memo is None:
+            memo = table.native = _words_native.Memo()
+        keys, t_word, tcounts, t_len = _text_words_native(list(texts), table, memo)
     else:
-        first_word = np.cumsum(per_run) - per_run
-        lens = per_run[occ]
-        w_run, nth = _spans(lens)
-        t_word = flat[first_word[occ][w_run] + nth]
-        tcounts = occ_n[w_run]
-        occ_text, _ = _spans(t_len)
-        t_len = np.bincount(occ_text, weights=lens, minlength=len(texts)).astype(np.int64)
+        keys, t_word, tcounts, t_len = _text_words_python(list(texts), table)
     t_start = np.cumsum(t_len) - t_len
 
     # Each document's texts, weighted.
