@@ -16,6 +16,7 @@
  * No numpy headers: arrays come in through the buffer protocol and go out as bytes of int64.
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* memmem */
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -913,7 +914,76 @@ done:
     return result;
 }
 
+/* blob_hints(data, bounds) -> bytes, one a text: 1 where the text data[bounds[i]:bounds[i+1]]
+ * may hold a blob, 0 where retrieval.blobs.blob_spans finds none. The looks are blob_spans' own
+ * first looks, which it makes before any expression runs, all in one pass here: a text shorter
+ * than MIN_RUN (40) holds none; else it may hold one when it holds a run of 40 characters of the
+ * base64 alphabet ([A-Za-z0-9+/]), "ata:" or "ATA:", a line of 1,000 bytes or more, or a hex
+ * dump's hint: with hex digits as "h", blanks (" ", "\t") as " " and the rest as ".", one of
+ * "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS).
+ * tests/test_blobs_native.py holds this to blobs.may_hold_blobs. */
+#define BLOB_MIN_RUN 40    /* retrieval.blobs.MIN_RUN */
+#define BLOB_MIN_LINE 1000 /* retrieval.blobs.MIN_MINIFIED */
+
+static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer data = {0}, bounds = {0};
+    if (!PyArg_ParseTuple(args, "y*y*:blob_hints", &data, &bounds)) return NULL;
+    PyObject *result = NULL;
+    unsigned char *cls = NULL, *out = NULL;
+    static const char *hints[] = {"hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh"};
+    if (bounds.len % 8 || bounds.len < 8) {
+        PyErr_SetString(PyExc_ValueError, "blob_hints: text bounds of int64 expected");
+        goto done;
+    }
+    size_t n_texts = (size_t)bounds.len / 8 - 1;
+    const int64_t *bd = bounds.buf;
+    const unsigned char *t = data.buf;
+    for (size_t c = 0; c < n_texts; c++) {
+        if (bd[c] < 0 || bd[c] > bd[c + 1] || bd[c + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "blob_hints: text bounds out of order or range");
+            goto done;
+        }
+    }
+    out = calloc(n_texts ? n_texts : 1, 1);
+    cls = malloc(data.len ? (size_t)data.len : 1);
+    if (!out || !cls) { PyErr_NoMemory(); goto done; }
+    for (size_t c = 0; c < n_texts; c++) {
+        const unsigned char *p = t + bd[c];
+        size_t n = (size_t)(bd[c + 1] - bd[c]);
+        if (n < BLOB_MIN_RUN) continue;
+        size_t run = 0, line = 0;
+        int hit = 0;
+        for (size_t i = 0; i < n && !hit; i++) {
+            unsigned char b = p[i];
+            int alpha = (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') ||
+                        b == '+' || b == '/';
+            run = alpha ? run + 1 : 0;
+            line = b == '\n' ? 0 : line + 1;
+            if (run >= BLOB_MIN_RUN || line >= BLOB_MIN_LINE) hit = 1;
+            if (b == ':' && i >= 3 &&
+                ((p[i - 3] == 'a' && p[i - 2] == 't' && p[i - 1] == 'a') ||
+                 (p[i - 3] == 'A' && p[i - 2] == 'T' && p[i - 1] == 'A')))
+                hit = 1; /* "ata:" or "ATA:" */
+            int hex = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+            cls[i] = hex ? 'h' : (b == ' ' || b == '\t') ? ' ' : '.';
+        }
+        for (int k = 0; k < 3 && !hit; k++)
+            if (memmem(cls, n, hints[k], strlen(hints[k]))) hit = 1;
+        out[c] = (unsigned char)hit;
+    }
+    result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n_texts);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&bounds);
+    free(cls);
+    free(out);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"blob_hints", blob_hints, METH_VARARGS,
+     "blob_hints(data, bounds) -> bytes: one a text, 1 where it may hold a blob "
+     "(retrieval.blobs.blob_spans' first looks), 0 where it holds none."},
     {"definition_lines", definition_lines, METH_VARARGS,
      "definition_lines(data, first_words) -> bytes of native int64: the starts of the lines that "
      "may define a name (a superset of retrieval.chunks._DEFINITION_LINE's)."},

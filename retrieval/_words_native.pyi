@@ -24,5 +24,8 @@ class Memo:
     def size(self) -> int:
         """How many runs the memo holds."""
 
+def blob_hints(data: bytes, bounds: bytes, /) -> bytes:
+    """One byte a text: 1 where it may hold a blob (retrieval.blobs.may_hold_blobs)."""
+
 def definition_lines(data: bytes, first_words: tuple[bytes, ...], /) -> bytes:
     """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""

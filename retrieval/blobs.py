@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["BLOBS_VERSION", "blank_blobs", "blob_spans"]
+__all__ = ["BLOBS_VERSION", "blank_blobs", "blob_spans", "may_hold_blobs"]
 
 BLOBS_VERSION = 2  # 2: dumps in groups of 8 digits or split by tabs; DATA: in capitals
 """Bumped whenever what is a blob changes: the words of an event or a file change with it."""
@@ -194,6 +194,22 @@ def _minified(line: bytes) -> bool:
     white = _count(line, b" \t")
     code = _count(line, b";()=")
     return white * 100 < 8 * n and code * 100 >= 5 * n
+
+
+def may_hold_blobs(data: bytes) -> bool:
+    """Whether :func:`blob_spans` may find a blob in data: False when its first looks, made
+    before any expression runs, find nothing (data shorter than :data:`MIN_RUN`, or holding no
+    run of that many base64 characters, no ``ata:`` or ``ATA:``, no hex dump's hint and no line
+    of :data:`MIN_MINIFIED` bytes), and then it finds none. The compiled pass makes these looks
+    for many texts in one call (``_words_native.blob_hints``, held to this by its tests)."""
+    if len(data) < MIN_RUN:
+        return False
+    if data.translate(_ALPHA_TABLE).find(_RUN_HINT) >= 0 or b"ata:" in data or b"ATA:" in data:
+        return True
+    hexes = data.translate(_HEX_TABLE)
+    if any(hexes.find(hint) >= 0 for hint in _DUMP_HINTS):
+        return True
+    return data.translate(_LINE_TABLE).find(_LINE_HINT) >= 0
 
 
 def blob_spans(data: bytes) -> list[tuple[int, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import count
 from typing import TYPE_CHECKING, Any
@@ -238,20 +238,31 @@ def _text_words_python(texts: list[str], table: WordTable) -> TextWords:
     return keys, flat[first_word[occ][w_run] + nth], occ_n[w_run], t_len
 
 
-def _text_words_native(texts: list[str], table: WordTable, memo: Memo) -> TextWords:
-    """:data:`TextWords` by the compiled pass of retrieval.analyze (``Memo.count_texts``): the
-    texts, redacted and their blobs blanked as :func:`retrieval.events.word_runs` does, laid end
-    to end with a space after each, are one buffer; one call cuts every text's runs, looks each
-    up (in the pass's memo, else the table, which expands a run it has not seen) and counts each
-    text's words. memo: the pass's memo of this table (``table.native``)."""
-    parts = [blank_blobs(encode(redact(t).text)) if t else b"" for t in texts]
+def _text_words_native(
+    texts: list[str], table: WordTable, memo: Memo, blob_hints: Callable[[bytes, bytes], bytes]
+) -> TextWords:
+    """:data:`TextWords` by the compiled pass of retrieval.analyze: the texts, redacted and laid
+    end to end with a space after each, are one buffer; one call (``blob_hints``) says which may
+    hold a blob, and those are blanked as :func:`retrieval.events.word_runs` blanks them; one
+    call (``Memo.count_texts``) cuts every text's runs, looks each up (in the pass's memo, else
+    the table, which expands a run it has not seen) and counts each text's words. memo: the
+    pass's memo of this table (``table.native``); blob_hints: the pass's ``blob_hints``."""
+    parts = [encode(redact(t).text) if t else b"" for t in texts]
     n = len(parts)
     bounds = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=n) + 1, out=bounds[1:])
     parts.append(b"")
-    distinct, offsets, word, counts = memo.count_texts(
-        table, translate(b" ".join(parts)), bounds.tobytes()
-    )
+    data = b" ".join(parts)
+    # Blobs blanked where the pass's first looks say a text may hold one (most texts hold none):
+    # blank_blobs decides (a text's span holds the space after it, which may only make one more
+    # text looked at). Blanking keeps every byte's place, so the bounds hold.
+    hints = np.flatnonzero(np.frombuffer(blob_hints(data, bounds.tobytes()), dtype=np.uint8))
+    if hints.size:
+        buf = bytearray(data)
+        for i, at in zip(hints.tolist(), bounds[hints].tolist(), strict=True):
+            buf[at : at + len(parts[i])] = blank_blobs(parts[i])
+        data = bytes(buf)
+    distinct, offsets, word, counts = memo.count_texts(table, translate(data), bounds.tobytes())
     ids = np.frombuffer(distinct, dtype=np.int64)
     keys, inverse = np.unique(_table_keys(table)[ids], return_inverse=True)
     t_word = inverse.astype(np.int64).reshape(-1)[np.frombuffer(word, dtype=np.int64)]
@@ -312,7 +323,9 @@ def fold_events(events: Sequence[LoggedEvent], *, native: bool = NATIVE) -> Fold
         memo = table.native
         if memo is None:
             memo = table.native = _words_native.Memo()
-        keys, t_word, tcounts, t_len = _text_words_native(list(texts), table, memo)
+        keys, t_word, tcounts, t_len = _text_words_native(
+            list(texts), table, memo, _words_native.blob_hints
+        )
     else:
         keys, t_word, tcounts, t_len = _text_words_python(list(texts), table)
     t_start = np.cumsum(t_len) - t_len

@@ -1,0 +1,76 @@
+"""The compiled pass's first looks for blobs (``_words_native.blob_hints``, many texts in one
+call) agree with retrieval.blobs.may_hold_blobs text by text, and a text they pass over holds no
+blob by blob_spans."""
+
+from __future__ import annotations
+
+import base64
+import random
+
+import numpy as np
+import pytest
+from nodwyn_retrieval.retrieval.blobs import MIN_MINIFIED, MIN_RUN, blob_spans, may_hold_blobs
+
+native = pytest.importorskip("nodwyn_retrieval.retrieval._words_native")
+
+PIECES = [
+    b"word", b" ", b"\n", b"\t", b"snake_case", b"a/b/c", b"+", b"=", b"A" * 39, b"A" * 40,
+    b"Zm9vYmFy" * 5, b"data:", b"DATA:", b"Data:", b"ata:", b"ATA:", b"aTa:", b"at:", b"meta: x",
+    b"0000 00 11 22 33", b"00 11 22 3", b"dead beef cafe babe face", b"deadbeef cafebabe",
+    b"12345678 9abcdef0", b"0a 0b\t0c 0d", b"GG HH II JJ", b"caf\xc3\xa9", b"\xff\xfe",
+    b"x" * 999, b"y" * 1000, b"f();" * 300,
+]  # fmt: skip
+
+
+def hints(texts: list[bytes]) -> list[bool]:
+    """The pass's looks at each text, the texts laid end to end as the fold lays them (a space
+    after each, which is part of the text's span)."""
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t) + 1 for t in texts], out=bounds[1:])
+    got = native.blob_hints(b" ".join([*texts, b""]), bounds.tobytes())
+    assert len(got) == len(texts)
+    return [bool(b) for b in got]
+
+
+def samples() -> list[bytes]:
+    rng = random.Random(11)
+    out = [b"", b"a" * (MIN_RUN - 1), b"a" * MIN_RUN, b"x" * (MIN_MINIFIED - 1) + b"\n" + b"x"]
+    out.append(b"line\n" + b"z" * MIN_MINIFIED)
+    out.append(base64.b64encode(rng.randbytes(600)))
+    for _ in range(400):
+        out.append(b"".join(rng.choice(PIECES) for _ in range(rng.randrange(1, 12))))
+    return out
+
+
+def test_the_pass_agrees_with_may_hold_blobs_text_by_text() -> None:
+    texts = samples()
+    got = hints(texts)
+    assert got == [may_hold_blobs(t + b" ") for t in texts]
+    assert any(got)
+    assert not all(got)
+
+
+def test_a_text_passed_over_holds_no_blob() -> None:
+    texts = samples()
+    passed = [t for t, h in zip(texts, hints(texts), strict=True) if not h]
+    assert passed
+    assert all(blob_spans(t) == [] for t in passed)
+    found = [t for t in texts if blob_spans(t)]
+    assert found
+    assert all(hints(found))
+
+
+def test_texts_are_looked_at_alone() -> None:
+    # Two texts that would hold a run of 40 (or a long line) only if they were one.
+    half = b"Q" * (MIN_RUN // 2 + 1)
+    assert hints([half, half]) == [False, False]
+    line = b"-" * (MIN_MINIFIED // 2 + 1)
+    assert hints([line, line]) == [False, False]
+    assert hints([b"d" + b" " * MIN_RUN, b"ata:" + b" " * MIN_RUN]) == [False, True]
+
+
+def test_bad_bounds_are_refused_with_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="text bounds out of order or range"):
+        native.blob_hints(b"abc", np.array([0, 4], dtype=np.int64).tobytes())
+    with pytest.raises(ValueError, match="text bounds of int64"):
+        native.blob_hints(b"abc", b"\0\0")
