@@ -16,7 +16,6 @@
  * No numpy headers: arrays come in through the buffer protocol and go out as bytes of int64.
  */
 #define PY_SSIZE_T_CLEAN
-#define _GNU_SOURCE /* memmem */
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -925,12 +924,42 @@ done:
 #define BLOB_MIN_RUN 40    /* retrieval.blobs.MIN_RUN */
 #define BLOB_MIN_LINE 1000 /* retrieval.blobs.MIN_MINIFIED */
 
+/* Each byte's classes for blob_hints: base64's alphabet, a hex digit, a blank. */
+#define B_ALPHA 1
+#define B_HEX 2
+#define B_BLANK 4
+static unsigned char blob_class[256];
+
+static void blob_classes(void) {
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = 0;
+        if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') ||
+            b == '+' || b == '/')
+            c |= B_ALPHA;
+        if ((b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F')) c |= B_HEX;
+        if (b == ' ' || b == '\t') c |= B_BLANK;
+        blob_class[b] = c;
+    }
+}
+
+/* Whether a dump's hint (groups of `width` hex digits, `groups` of them, one blank between
+ * each) begins at p[i - width], its first blank being p[i]. */
+static int dump_hint_at(const unsigned char *p, size_t n, size_t i, size_t width, size_t groups) {
+    if (i < width || i - width + groups * width + (groups - 1) > n) return 0;
+    const unsigned char *q = p + i - width;
+    for (size_t g = 0; g < groups; g++) {
+        for (size_t k = 0; k < width; k++)
+            if (!(blob_class[*q++] & B_HEX)) return 0;
+        if (g + 1 < groups && !(blob_class[*q++] & B_BLANK)) return 0;
+    }
+    return 1;
+}
+
 static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
     Py_buffer data = {0}, bounds = {0};
     if (!PyArg_ParseTuple(args, "y*y*:blob_hints", &data, &bounds)) return NULL;
     PyObject *result = NULL;
-    unsigned char *cls = NULL, *out = NULL;
-    static const char *hints[] = {"hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh"};
+    unsigned char *out = NULL;
     if (bounds.len % 8 || bounds.len < 8) {
         PyErr_SetString(PyExc_ValueError, "blob_hints: text bounds of int64 expected");
         goto done;
@@ -945,8 +974,7 @@ static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
     }
     out = calloc(n_texts ? n_texts : 1, 1);
-    cls = malloc(data.len ? (size_t)data.len : 1);
-    if (!out || !cls) { PyErr_NoMemory(); goto done; }
+    if (!out) { PyErr_NoMemory(); goto done; }
     for (size_t c = 0; c < n_texts; c++) {
         const unsigned char *p = t + bd[c];
         size_t n = (size_t)(bd[c + 1] - bd[c]);
@@ -954,28 +982,25 @@ static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
         size_t run = 0, line = 0;
         int hit = 0;
         for (size_t i = 0; i < n && !hit; i++) {
-            unsigned char b = p[i];
-            int alpha = (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') ||
-                        b == '+' || b == '/';
-            run = alpha ? run + 1 : 0;
+            unsigned char b = p[i], cl = blob_class[b];
+            run = (cl & B_ALPHA) ? run + 1 : 0;
             line = b == '\n' ? 0 : line + 1;
             if (run >= BLOB_MIN_RUN || line >= BLOB_MIN_LINE) hit = 1;
-            if (b == ':' && i >= 3 &&
-                ((p[i - 3] == 'a' && p[i - 2] == 't' && p[i - 1] == 'a') ||
-                 (p[i - 3] == 'A' && p[i - 2] == 'T' && p[i - 1] == 'A')))
-                hit = 1; /* "ata:" or "ATA:" */
-            int hex = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
-            cls[i] = hex ? 'h' : (b == ' ' || b == '\t') ? ' ' : '.';
+            else if (b == ':')
+                hit = i >= 3 && ((p[i - 3] == 'a' && p[i - 2] == 't' && p[i - 1] == 'a') ||
+                                 (p[i - 3] == 'A' && p[i - 2] == 'T' && p[i - 1] == 'A'));
+            else if ((cl & B_BLANK) && i >= 2 && (blob_class[p[i - 1]] & B_HEX))
+                /* a dump's hint, found at its first blank: "hh hh hh hh", "hhhh hhhh hhhh",
+                 * "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
+                hit = dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
+                      dump_hint_at(p, n, i, 8, 2);
         }
-        for (int k = 0; k < 3 && !hit; k++)
-            if (memmem(cls, n, hints[k], strlen(hints[k]))) hit = 1;
         out[c] = (unsigned char)hit;
     }
     result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n_texts);
 done:
     PyBuffer_Release(&data);
     PyBuffer_Release(&bounds);
-    free(cls);
     free(out);
     return result;
 }
@@ -996,6 +1021,7 @@ static struct PyModuleDef moduledef = {
 };
 
 PyMODINIT_FUNC PyInit__words_native(void) {
+    blob_classes();
     if (PyType_Ready(&MemoType) < 0) return NULL;
     PyObject *mod = PyModule_Create(&moduledef);
     if (!mod) return NULL;

@@ -18,7 +18,8 @@ PIECES = [
     b"Zm9vYmFy" * 5, b"data:", b"DATA:", b"Data:", b"ata:", b"ATA:", b"aTa:", b"at:", b"meta: x",
     b"0000 00 11 22 33", b"00 11 22 3", b"dead beef cafe babe face", b"deadbeef cafebabe",
     b"12345678 9abcdef0", b"0a 0b\t0c 0d", b"GG HH II JJ", b"caf\xc3\xa9", b"\xff\xfe",
-    b"x" * 999, b"y" * 1000, b"f();" * 300,
+    b"x" * 999, b"y" * 1000, b"f();" * 300, b"ab cd ef 0", b"ab cd ef 01", b"abc\tde f0 12 34",
+    b"1234 5678 9abc", b"1234 5678 9ab", b"12345678 9abcdef", b"12345678 9abcdef0", b"a  b",
 ]  # fmt: skip
 
 
