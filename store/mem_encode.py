@@ -16,6 +16,7 @@ from nodwyn_retrieval.retrieval.words import WORDS_VERSION
 from nodwyn_retrieval.store.codec import HEADER, encode
 from nodwyn_retrieval.store.mem_fold import (
     _EV_DTYPES,
+    I64,
     Fold,
     _spans,
     _sum_repeats,
@@ -44,6 +45,19 @@ def _payload(obj: object) -> bytes:
     return encode(MAGIC, VERSION, obj)[HEADER.size :]
 
 
+def _postings_sorted(word: I64, doc: I64, tf: I64, n_words: int, span: int) -> tuple[I64, I64]:
+    """The postings' keys ``word * span + doc`` sorted, each once, with their counts added up
+    (:func:`store.mem_fold._sum_repeats`). A fold's postings come in document order: with fewer
+    than 65,536 words, a stable sort of the words alone (a radix sort of 16-bit integers) puts
+    them in key order, at a third of the cost of sorting the keys."""
+    if 0 < n_words <= 1 << 16 and word.size and bool(np.all(doc[1:] >= doc[:-1])):
+        by_word = np.argsort(word.astype(np.uint16), kind="stable")
+        keys = word[by_word] * span + doc[by_word]
+        first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        return keys[first], np.add.reduceat(tf[by_word], first)
+    return _sum_repeats(word * span + doc, tf)
+
+
 def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
     """The bytes of a ``.mem`` holding fold (the layout of the module docstring)."""
     n_docs = fold.n_docs
@@ -53,7 +67,7 @@ def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
     rank[order] = np.arange(order.shape[0], dtype=np.int64)
     wr = rank[fold.pair_word] if fold.pair_word.size else fold.pair_word
     span = max(n_docs, 1)
-    pkeys, tfs = _sum_repeats(wr * span + fold.pair_doc, fold.pair_tf)
+    pkeys, tfs = _postings_sorted(wr, fold.pair_doc, fold.pair_tf, order.shape[0], span)
     np.minimum(tfs, MAX_QUANTITY, out=tfs)
     wr = pkeys // span
     docs = pkeys - wr * span

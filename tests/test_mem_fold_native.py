@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.retrieval.words import WordTable, clear_memo, translate, word_table
 from nodwyn_retrieval.store import mem_fold
-from nodwyn_retrieval.store.mem_encode import _encode
+from nodwyn_retrieval.store.mem_encode import _encode, _postings_sorted
+from nodwyn_retrieval.store.mem_fold import _sum_repeats
 from nodwyn_retrieval.store.mem_log import LogCheck, parse_lines
 
 from tests.test_earlier import read, write_task
@@ -145,3 +146,23 @@ def test_a_built_log_gives_the_same_mem_by_both_paths(tmp_path: Path, fresh_tabl
     clear_memo()
     assert mem_bytes(log, check, native_pass=False) == by_native
     assert word_table().native is None  # the Python path made no pass's memo
+
+
+@pytest.mark.parametrize(
+    ("n_words", "in_doc_order"), [(50, True), (1 << 16, True), (50, False), ((1 << 16) + 1, True)]
+)
+def test_postings_sorted_by_words_alone_are_what_a_sort_of_the_keys_gives(
+    n_words: int, in_doc_order: bool
+) -> None:
+    rng = np.random.default_rng(5)
+    n, n_docs = 20_000, 300
+    word = rng.integers(0, n_words, n).astype(np.int64)
+    doc = rng.integers(0, n_docs, n).astype(np.int64)
+    if in_doc_order:
+        doc = np.sort(doc)
+    tf = rng.integers(1, 9, n).astype(np.int64)
+    got_k, got_v = _postings_sorted(word, doc, tf, n_words, n_docs)
+    want_k, want_v = _sum_repeats(word * n_docs + doc, tf)
+    assert got_k.tolist() == want_k.tolist()
+    assert got_v.tolist() == want_v.tolist()
+    assert int(got_v.sum()) == int(tf.sum())
