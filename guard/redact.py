@@ -429,9 +429,11 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
     floor: where a credential already taken ends; the name starts after it, as it will once that
     credential is a marker (``-----BEGIN ... KEY-------password x``: the name is ``--password``).
     """
-    start = at
-    while start > floor and text[start - 1] in _NAME_CHAR and at - start < _MAX_NAME:
-        start -= 1
+    # The name begins where the run of name characters before at does, at most _MAX_NAME back
+    # and not before floor: that run, read backwards, is the match at the start of the reversed
+    # characters before at (one slice and one match, not a step a character).
+    lo = max(floor, at - _MAX_NAME)
+    start = at - _NAME_REST.match(text[lo:at][::-1]).end()  # type: ignore[union-attr]
     end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
     if text.endswith(_MARKER_PREFIX, 0, start):
         return None  # the kind inside a marker: [REDACTED:private-key]=...
