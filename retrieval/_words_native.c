@@ -1005,7 +1005,66 @@ done:
     return result;
 }
 
+/* postings_bytes(docs, tfs, counts, width, dw) -> bytes: a .mem's postings section
+ * (store.mem_encode, which writes the same bytes in numpy where this pass is not built). The
+ * postings come sorted by word, then document: word w's are the next counts[w] of docs and tfs.
+ * Each word's block is its documents, dw bytes each, then its counts, width[w] bytes each, all
+ * little-endian, the blocks laid end to end in word order. */
+static PyObject *postings_bytes(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer docs = {0}, tfs = {0}, counts = {0}, width = {0};
+    Py_ssize_t dw;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*n:postings_bytes", &docs, &tfs, &counts, &width, &dw))
+        return NULL;
+    PyObject *result = NULL;
+    if (docs.len % 8 || tfs.len != docs.len || counts.len % 8 || width.len != counts.len ||
+        (dw != 2 && dw != 4)) {
+        PyErr_SetString(PyExc_ValueError, "postings_bytes: arrays of int64 of consistent lengths "
+                                          "and a document width of 2 or 4 expected");
+        goto done;
+    }
+    size_t n = (size_t)docs.len / 8, n_words = (size_t)counts.len / 8;
+    const int64_t *d = docs.buf, *f = tfs.buf, *c = counts.buf, *w = width.buf;
+    size_t total = 0, seen = 0;
+    for (size_t k = 0; k < n_words; k++) {
+        if (c[k] < 0 || (w[k] != 1 && w[k] != 2 && w[k] != 4)) {
+            PyErr_SetString(PyExc_ValueError, "postings_bytes: a word's count or width is out of "
+                                              "range");
+            goto done;
+        }
+        seen += (size_t)c[k];
+        total += (size_t)c[k] * ((size_t)dw + (size_t)w[k]);
+    }
+    if (seen != n) {
+        PyErr_SetString(PyExc_ValueError, "postings_bytes: the words' counts are not the postings'");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!result) goto done;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(result);
+    size_t i = 0;
+    for (size_t k = 0; k < n_words; k++) {
+        size_t m = (size_t)c[k], tw = (size_t)w[k];
+        for (size_t r = 0; r < m; r++) {
+            uint64_t v = (uint64_t)d[i + r];
+            for (Py_ssize_t b = 0; b < dw; b++) *o++ = (unsigned char)(v >> (8 * b));
+        }
+        for (size_t r = 0; r < m; r++) {
+            uint64_t v = (uint64_t)f[i + r];
+            for (size_t b = 0; b < tw; b++) *o++ = (unsigned char)(v >> (8 * b));
+        }
+        i += m;
+    }
+done:
+    PyBuffer_Release(&docs);
+    PyBuffer_Release(&tfs);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&width);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"postings_bytes", postings_bytes, METH_VARARGS,
+     "postings_bytes(docs, tfs, counts, width, dw) -> bytes: a .mem's postings section."},
     {"blob_hints", blob_hints, METH_VARARGS,
      "blob_hints(data, bounds) -> bytes: one a text, 1 where it may hold a blob "
      "(retrieval.blobs.blob_spans' first looks), 0 where it holds none."},

@@ -27,5 +27,10 @@ class Memo:
 def blob_hints(data: bytes, bounds: bytes, /) -> bytes:
     """One byte a text: 1 where it may hold a blob (retrieval.blobs.may_hold_blobs)."""
 
+def postings_bytes(
+    docs: bytes, tfs: bytes, counts: bytes, width: bytes, dw: int, /
+) -> bytes:
+    """A .mem's postings section (store.mem_encode), from its sorted postings."""
+
 def definition_lines(data: bytes, first_words: tuple[bytes, ...], /) -> bytes:
     """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""

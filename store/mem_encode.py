@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.retrieval.analyze import NATIVE
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY
 from nodwyn_retrieval.retrieval.events import EVENTS_VERSION
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION
@@ -36,6 +37,11 @@ from nodwyn_retrieval.store.mem_format import (
 )
 from nodwyn_retrieval.store.mem_log import LogCheck, LoggedEvent
 
+try:  # the compiled pass retrieval.analyze uses (NATIVE says whether it was built and wanted)
+    from nodwyn_retrieval.retrieval import _words_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _words_native = None  # type: ignore[assignment]
+
 __all__ = ["MemBuild", "build_mem"]
 
 
@@ -56,6 +62,31 @@ def _postings_sorted(word: I64, doc: I64, tf: I64, n_words: int, span: int) -> t
         first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
         return keys[first], np.add.reduceat(tf[by_word], first)
     return _sum_repeats(word * span + doc, tf)
+
+
+def _postings_bytes(
+    wr: I64, docs: I64, tfs: I64, *, counts: I64, width: I64, poff: I64, dw: int, native: bool
+) -> bytes:
+    """The postings section: postings sorted by word (``wr``), then document; each word's block
+    its documents, ``dw`` bytes each, then its counts, ``width`` bytes each, little-endian, at
+    ``poff``. By the compiled pass where it was built (``native``), else in numpy; the same
+    bytes either way."""
+    if native and _words_native is not None:
+        return _words_native.postings_bytes(
+            docs.tobytes(), tfs.tobytes(), counts.tobytes(), width.tobytes(), dw
+        )
+    out = np.zeros(int(poff[-1]), dtype=np.uint8)
+    if docs.size:
+        _, rel = _spans(counts)
+        pos = poff[wr] + rel * dw
+        for k in range(dw):
+            out[pos + k] = (docs >> (8 * k)) & 0xFF
+        tw = width[wr]
+        pos = poff[wr] + counts[wr] * dw + rel * tw
+        for k in range(4):
+            m = tw > k
+            out[pos[m] + k] = (tfs[m] >> (8 * k)) & 0xFF
+    return out.tobytes()
 
 
 def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
@@ -89,17 +120,9 @@ def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
     total = int(poff[-1])
     if total >= 2**32:
         raise StoreError("a .mem's postings would pass 4 GiB: not written")
-    out = np.zeros(total, dtype=np.uint8)
-    if docs.size:
-        _, rel = _spans(counts)
-        pos = poff[wr] + rel * dw
-        for k in range(dw):
-            out[pos + k] = (docs >> (8 * k)) & 0xFF
-        tw = width[wr]
-        pos = poff[wr] + counts[wr] * dw + rel * tw
-        for k in range(4):
-            m = tw > k
-            out[pos[m] + k] = (tfs[m] >> (8 * k)) & 0xFF
+    postings = _postings_bytes(
+        wr, docs, tfs, counts=counts, width=width, poff=poff, dw=dw, native=NATIVE
+    )
     lengths = np.minimum(fold.doc_len, MAX_QUANTITY)
     frame = HEADER.pack(MAGIC, VERSION, 0)
     blobs: dict[str, bytes] = {
@@ -107,7 +130,7 @@ def _encode(fold: Fold, check: LogCheck, skipped: int) -> bytes:
         "poff": poff.astype("<u4").tobytes(),
         "width": width.astype("<u1").tobytes(),
         "bcheck": _block_checks(docs, tfs, counts, width, block).astype("<u2").tobytes(),
-        "postings": out.tobytes(),
+        "postings": postings,
         "doc_len": lengths.astype("<u4").tobytes(),
         "doc_event": fold.doc_event.astype("<u4").tobytes(),
         **{k: np.ascontiguousarray(fold.ev[k], dtype=dt).tobytes() for k, dt in _EV_DTYPES.items()},

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.retrieval.words import WordTable, clear_memo, translate, word_table
 from nodwyn_retrieval.store import mem_fold
-from nodwyn_retrieval.store.mem_encode import _encode, _postings_sorted
+from nodwyn_retrieval.store.mem_encode import _encode, _postings_bytes, _postings_sorted
 from nodwyn_retrieval.store.mem_fold import _sum_repeats
 from nodwyn_retrieval.store.mem_log import LogCheck, parse_lines
 
@@ -122,6 +122,7 @@ def turns() -> list[list[tuple[str, dict[str, Any]]]]:
         read("def scrub_env(): pass\nclass ScrubEnv: binding = 2", "env.py"),  # read again
         read("", "empty.txt"),
         [("llm.resp", {"text": "The __init__ of a_a_b and 1_2 reads HTTPServer " * 20})],
+        [("llm.resp", {"text": "runs of no word: __ " + "a" * 70 + " ___"})],
     ]
 
 
@@ -131,9 +132,21 @@ def mem_bytes(path: Path, check: LogCheck, *, native_pass: bool) -> bytes:
     return _encode(mem_fold.fold_events(events, native=native_pass), check, 0)
 
 
+def plain_turns() -> list[list[tuple[str, dict[str, Any]]]]:
+    """Runs of one word each: none of several words, none of no word."""
+    return [
+        [("person.message", {"text": "fix the binding now"})],
+        [("llm.resp", {"text": "one two three two one 404 x"})],
+        [("llm.resp", {"text": "done " * 30})],
+    ]
+
+
 @pytest.mark.parametrize("fresh_table", [True, False])
-def test_a_built_log_gives_the_same_mem_by_both_paths(tmp_path: Path, fresh_table: bool) -> None:
-    log = write_task(tmp_path / "tasks", "a", turns(), day=1)
+@pytest.mark.parametrize("make", [turns, plain_turns])
+def test_a_built_log_gives_the_same_mem_by_both_paths(
+    tmp_path: Path, fresh_table: bool, make: Any
+) -> None:
+    log = write_task(tmp_path / "tasks", "a", make(), day=1)
     assert json.loads(log.read_bytes().splitlines()[0])  # a real log of real events
     with log.open("rb") as f:
         check = LogCheck.of(f, log.stat().st_size, os.fstat(f.fileno()))
@@ -166,3 +179,36 @@ def test_postings_sorted_by_words_alone_are_what_a_sort_of_the_keys_gives(
     assert got_k.tolist() == want_k.tolist()
     assert got_v.tolist() == want_v.tolist()
     assert int(got_v.sum()) == int(tf.sum())
+
+
+@pytest.mark.parametrize("dw", [2, 4])
+def test_the_postings_section_is_the_same_by_both_paths(dw: int) -> None:
+    rng = np.random.default_rng(9)
+    counts = rng.integers(0, 6, 400).astype(np.int64)
+    n = int(counts.sum())
+    wr = np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+    docs = rng.integers(0, 1 << (8 * dw), n).astype(np.int64)
+    width = rng.choice([1, 2, 4], counts.shape[0]).astype(np.int64)
+    tfs = (rng.integers(1, 1 << 30, n) % (1 << (8 * width[wr]))).astype(np.int64)
+    poff = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts * (dw + width), out=poff[1:])
+    args = {"counts": counts, "width": width, "poff": poff, "dw": dw}
+    by_native = _postings_bytes(wr, docs, tfs, **args, native=True)
+    assert by_native == _postings_bytes(wr, docs, tfs, **args, native=False)
+    assert len(by_native) == int(poff[-1])
+    # The first word with postings: its first document, little-endian, at its block's start.
+    w = int(np.flatnonzero(counts)[0])
+    assert int.from_bytes(by_native[poff[w] : poff[w] + dw], "little") == int(docs[0])
+    none = np.zeros(0, dtype=np.int64)
+    empty = {"counts": none, "width": none, "poff": np.zeros(1, dtype=np.int64), "dw": dw}
+    assert _postings_bytes(none, none, none, **empty, native=True) == b""
+
+
+def test_bad_postings_are_refused_with_a_clear_error() -> None:
+    one = np.ones(1, dtype=np.int64).tobytes()
+    with pytest.raises(ValueError, match="document width of 2 or 4"):
+        native.postings_bytes(one, one, one, one, 3)
+    with pytest.raises(ValueError, match="count or width is out of range"):
+        native.postings_bytes(one, one, one, np.array([3], dtype=np.int64).tobytes(), 2)
+    with pytest.raises(ValueError, match="counts are not the postings"):
+        native.postings_bytes(one, one, np.array([2], dtype=np.int64).tobytes(), one, 2)
