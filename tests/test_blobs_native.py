@@ -75,3 +75,13 @@ def test_bad_bounds_are_refused_with_a_clear_error() -> None:
         native.blob_hints(b"abc", np.array([0, 4], dtype=np.int64).tobytes())
     with pytest.raises(ValueError, match="text bounds of int64"):
         native.blob_hints(b"abc", b"\0\0")
+
+
+def test_a_block_reads_as_random_from_half_its_characters_changing_class() -> None:
+    # 100 characters of base64's alphabet: 50 changes of class (upper, digit, lower) make it a
+    # blob, 49 do not (a block of 64 to 255 is a blob only when it reads as random).
+    fifty = b"A1" * 25 + b"b" * 50
+    forty_nine = b"A1" * 24 + b"A" + b"b" * 51
+    assert len(fifty) == len(forty_nine) == 100
+    assert blob_spans(b"x " + fifty + b" y") == [(2, 102)]
+    assert blob_spans(b"x " + forty_nine + b" y") == []
