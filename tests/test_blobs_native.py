@@ -79,9 +79,10 @@ def test_bad_bounds_are_refused_with_a_clear_error() -> None:
 
 def test_a_block_reads_as_random_from_half_its_characters_changing_class() -> None:
     # 100 characters of base64's alphabet: 50 changes of class (upper, digit, lower) make it a
-    # blob, 49 do not (a block of 64 to 255 is a blob only when it reads as random).
-    fifty = b"A1" * 25 + b"b" * 50
-    forty_nine = b"A1" * 24 + b"A" + b"b" * 51
+    # blob, 49 do not (a block of 64 to 255 is a blob only when it reads as random; "x" and
+    # "Z" are not hex digits, so the block is not a hex run either).
+    fifty = b"Z1" * 25 + b"x" * 50
+    forty_nine = b"Z1" * 24 + b"Z" + b"x" * 51
     assert len(fifty) == len(forty_nine) == 100
     assert blob_spans(b"x " + fifty + b" y") == [(2, 102)]
     assert blob_spans(b"x " + forty_nine + b" y") == []
