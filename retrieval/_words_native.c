@@ -16,6 +16,7 @@
  * No numpy headers: arrays come in through the buffer protocol and go out as bytes of int64.
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* memmem */
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -979,21 +980,26 @@ static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
         const unsigned char *p = t + bd[c];
         size_t n = (size_t)(bd[c + 1] - bd[c]);
         if (n < BLOB_MIN_RUN) continue;
-        size_t run = 0, line = 0;
-        int hit = 0;
+        /* "ata:" and "ATA:", and lines of BLOB_MIN_LINE, by memmem and memchr; then one pass
+         * for runs of the alphabet and dumps' hints, which are looked for only at a blank after
+         * two hex digits (a hint's first blank). */
+        int hit = memmem(p, n, "ata:", 4) != NULL || memmem(p, n, "ATA:", 4) != NULL;
+        for (const unsigned char *q = p, *e = p + n; !hit && q < e;) {
+            const unsigned char *nl = memchr(q, '\n', (size_t)(e - q));
+            const unsigned char *stop = nl ? nl : e;
+            hit = (size_t)(stop - q) >= BLOB_MIN_LINE;
+            q = stop + 1;
+        }
+        size_t run = 0, hexes = 0;
         for (size_t i = 0; i < n && !hit; i++) {
-            unsigned char b = p[i], cl = blob_class[b];
+            unsigned char cl = blob_class[p[i]];
             run = (cl & B_ALPHA) ? run + 1 : 0;
-            line = b == '\n' ? 0 : line + 1;
-            if (run >= BLOB_MIN_RUN || line >= BLOB_MIN_LINE) hit = 1;
-            else if (b == ':')
-                hit = i >= 3 && ((p[i - 3] == 'a' && p[i - 2] == 't' && p[i - 1] == 'a') ||
-                                 (p[i - 3] == 'A' && p[i - 2] == 'T' && p[i - 1] == 'A'));
-            else if ((cl & B_BLANK) && i >= 2 && (blob_class[p[i - 1]] & B_HEX))
-                /* a dump's hint, found at its first blank: "hh hh hh hh", "hhhh hhhh hhhh",
-                 * "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
+            if (run >= BLOB_MIN_RUN) hit = 1;
+            if ((cl & B_BLANK) && hexes >= 2)
+                /* "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
                 hit = dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
                       dump_hint_at(p, n, i, 8, 2);
+            hexes = (cl & B_HEX) ? hexes + 1 : 0;
         }
         out[c] = (unsigned char)hit;
     }
