@@ -162,17 +162,29 @@ def test_a_built_log_gives_the_same_mem_by_both_paths(
 
 
 @pytest.mark.parametrize(
-    ("n_words", "in_doc_order"), [(50, True), (1 << 16, True), (50, False), ((1 << 16) + 1, True)]
+    ("n_words", "order"),
+    [
+        (50, "docs"),
+        (1 << 16, "docs"),
+        (50, "shuffled"),
+        (50, "descending"),
+        ((1 << 16) + 1, "docs"),
+        ((1 << 16) + 9, "docs"),
+    ],
 )
 def test_postings_sorted_by_words_alone_are_what_a_sort_of_the_keys_gives(
-    n_words: int, in_doc_order: bool
+    n_words: int, order: str
 ) -> None:
     rng = np.random.default_rng(5)
     n, n_docs = 20_000, 300
     word = rng.integers(0, n_words, n).astype(np.int64)
+    word[:9] = np.arange(n_words - 9, n_words)  # the highest words, past 16 bits for the last
     doc = rng.integers(0, n_docs, n).astype(np.int64)
-    if in_doc_order:
+    if order == "docs":
         doc = np.sort(doc)
+    elif order == "descending":  # every document once, last first
+        n = n_docs
+        word, doc = word[:n], np.arange(n_docs - 1, -1, -1, dtype=np.int64)
     tf = rng.integers(1, 9, n).astype(np.int64)
     got_k, got_v = _postings_sorted(word, doc, tf, n_words, n_docs)
     want_k, want_v = _sum_repeats(word * n_docs + doc, tf)
