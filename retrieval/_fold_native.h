@@ -1,0 +1,468 @@
+/* The compiled pass's calls for the conversation's fold (store.mem_fold, store.mem_encode), in
+ * one translation unit with retrieval/_words_native.c, which includes this file after the memo's
+ * own functions (this file uses them: the slots, the arena, file ids) and before the tables of
+ * methods that name these calls:
+ *
+ *   Memo.count_texts: the words of many texts in one call, with the memo shared with scan();
+ *   blob_hints:       which texts may hold a blob (retrieval.blobs.may_hold_blobs);
+ *   postings_bytes:   a .mem's postings section.
+ */
+/* The code of a run seen for the first time, when it is lowercase ASCII: what the first two
+ * branches of retrieval.words.WordTable.__missing__ give, done here without a call into Python.
+ * One word: a run of [a-z0-9] up to MAX_WORD_BYTES (bytes.isalnum() and (islower() or
+ * isdigit()) hold exactly for those). snake_case: any other run of [a-z0-9_] holding a letter
+ * (isascii() and islower() and no "-"): the run stripped of "_" at both ends, then its parts
+ * split at each "_", each once, in that order, "" left out, and those past MAX_WORD_BYTES left
+ * out when the stripped run is past it. Each word's id is found in table.word_id or appended
+ * (to table.words and table.word_id); two or more ids are appended to table.multi as a tuple;
+ * the code is kept in the table as __missing__ keeps it. 1 when done (*code set), 0 when the run
+ * is none of these (the table's own lookup expands it), -1 on an error.
+ * tests/test_mem_fold_native.py holds this to __missing__ on such runs and the runs beside them. */
+#define MAX_WORD_BYTES 64 /* retrieval.words.MAX_WORD_BYTES */
+#define MAX_PARTS 64      /* a run of more parts is left to __missing__ */
+
+static int word_id_of(const unsigned char *w, size_t n, PyObject *words, PyObject *word_id,
+                      long long *out) {
+    PyObject *word = PyUnicode_DecodeASCII((const char *)w, (Py_ssize_t)n, NULL);
+    if (!word) return -1;
+    PyObject *got = PyDict_GetItemWithError(word_id, word); /* borrowed */
+    if (got) {
+        *out = PyLong_AsLongLong(got);
+        Py_DECREF(word);
+        return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+    }
+    if (PyErr_Occurred()) { Py_DECREF(word); return -1; }
+    Py_ssize_t id = PyList_GET_SIZE(words);
+    PyObject *idobj = PyLong_FromSsize_t(id);
+    if (!idobj) { Py_DECREF(word); return -1; }
+    int rc = PyDict_SetItem(word_id, word, idobj) < 0 || PyList_Append(words, word) < 0 ? -1 : 0;
+    Py_DECREF(idobj);
+    Py_DECREF(word);
+    *out = id;
+    return rc;
+}
+
+static int lower_word(PyObject *table, PyObject *key, const unsigned char *run, size_t n,
+                      PyObject *words, PyObject *word_id, int64_t *code) {
+    if (n == 0) return 0;
+    int letter = 0, under = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = run[i];
+        if (c >= 'a' && c <= 'z') letter = 1;
+        else if (c == '_') under = 1;
+        else if (!(c >= '0' && c <= '9')) return 0;
+    }
+    long long v = -1;
+    if (!under && n <= MAX_WORD_BYTES) {
+        if (word_id_of(run, n, words, word_id, &v) < 0) return -1;
+    } else if (letter) {
+        size_t a = 0, b = n;
+        while (a < b && run[a] == '_') a++;
+        while (b > a && run[b - 1] == '_') b--;
+        /* the words, as (start, length): the stripped run, then its parts */
+        size_t ws[MAX_PARTS + 1], wl[MAX_PARTS + 1], nw = 0;
+        ws[nw] = a;
+        wl[nw++] = b - a;
+        size_t p = a;
+        for (;;) {
+            size_t q = p;
+            while (q < b && run[q] != '_') q++;
+            if (q > p) { /* "" is left out */
+                int seen = 0;
+                for (size_t k = 0; k < nw && !seen; k++)
+                    seen = wl[k] == q - p && memcmp(run + ws[k], run + p, q - p) == 0;
+                if (!seen) {
+                    if (nw > MAX_PARTS) return 0;
+                    ws[nw] = p;
+                    wl[nw++] = q - p;
+                }
+            }
+            if (q >= b) break;
+            p = q + 1;
+        }
+        int long_token = b - a > MAX_WORD_BYTES;
+        long long ids[MAX_PARTS + 1];
+        size_t ni = 0;
+        for (size_t k = 0; k < nw; k++) {
+            if (long_token && wl[k] > MAX_WORD_BYTES) continue;
+            if (word_id_of(run + ws[k], wl[k], words, word_id, &ids[ni]) < 0) return -1;
+            ni++;
+        }
+        if (ni == 1) {
+            v = ids[0];
+        } else if (ni > 1) {
+            PyObject *multi = PyObject_GetAttrString(table, "multi");
+            if (!multi) return -1;
+            if (!PyList_Check(multi)) {
+                Py_DECREF(multi);
+                PyErr_SetString(PyExc_TypeError, "the word table's multi is not a list");
+                return -1;
+            }
+            PyObject *tup = PyTuple_New((Py_ssize_t)ni);
+            if (!tup) { Py_DECREF(multi); return -1; }
+            for (size_t k = 0; k < ni; k++) {
+                PyObject *o = PyLong_FromLongLong(ids[k]);
+                if (!o) { Py_DECREF(tup); Py_DECREF(multi); return -1; }
+                PyTuple_SET_ITEM(tup, (Py_ssize_t)k, o);
+            }
+            v = -2 - (long long)PyList_GET_SIZE(multi);
+            int rc = PyList_Append(multi, tup);
+            Py_DECREF(tup);
+            Py_DECREF(multi);
+            if (rc < 0) return -1;
+        }
+    } else {
+        return 0; /* digits and "_" only, or a long run of [a-z0-9]: __missing__'s other branch */
+    }
+    if (n <= MAX_KEPT_RUN) {
+        PyObject *cobj = PyLong_FromLongLong(v);
+        if (!cobj) return -1;
+        int rc = PyDict_SetItem(table, key, cobj);
+        Py_DECREF(cobj);
+        if (rc < 0) return -1;
+    }
+    *code = v;
+    return 1;
+}
+
+/* count_texts(table, tdata, bounds) -> (distinct, offsets, word, count), each bytes of native
+ * int64: the words of many texts in one call (store.mem_fold). bounds: n_texts + 1 byte offsets
+ * into tdata (translated as retrieval.words.translate does); each text's runs are cut as
+ * bytes.split() cuts them and looked up as scan() looks them up (this memo, else the table), and
+ * each text's words counted: word[offsets[i]:offsets[i+1]] are text i's words as indices into
+ * distinct (the table ids in order of first appearance), each once, in order of first
+ * appearance in the text, with their counts beside them. */
+static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
+    PyObject *table;
+    Py_buffer data = {0}, bounds = {0};
+    if (!PyArg_ParseTuple(args, "O!y*y*:count_texts", &PyDict_Type, &table, &data, &bounds))
+        return NULL;
+    PyObject *result = NULL, *words = NULL, *word_id = NULL;
+    Ids distinct = {0};
+    int64_t *offsets = NULL, *pw = NULL, *pc = NULL, *cnt = NULL;
+    size_t n_pairs = 0, pair_cap = 0, cnt_cap = 0;
+
+    if (bounds.len % 8 || bounds.len < 8) {
+        PyErr_SetString(PyExc_ValueError, "count_texts: text bounds of int64 expected");
+        goto done;
+    }
+    size_t n_texts = (size_t)bounds.len / 8 - 1;
+    const unsigned char *t = data.buf;
+    const int64_t *bd = bounds.buf;
+    for (size_t c = 0; c < n_texts; c++) {
+        if (bd[c] < 0 || bd[c] > bd[c + 1] || bd[c + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "count_texts: text bounds out of order or range");
+            goto done;
+        }
+    }
+    words = PyObject_GetAttrString(table, "words");
+    if (!words) goto done;
+    word_id = PyObject_GetAttrString(table, "word_id");
+    if (!word_id) goto done;
+    if (!PyList_Check(words) || !PyDict_Check(word_id)) {
+        PyErr_SetString(PyExc_TypeError, "count_texts: the table's words and word_id are a list "
+                                         "and a dict");
+        goto done;
+    }
+    offsets = malloc((n_texts + 1) * sizeof(int64_t));
+    if (!offsets) { PyErr_NoMemory(); goto done; }
+    m->call++;
+    offsets[0] = 0;
+    for (size_t c = 0; c < n_texts; c++) {
+        Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1];
+        size_t text_first = n_pairs;
+        /* 1. The text's runs, each run's slot fetched ahead (as scan() does). */
+        size_t nr = 0;
+        while (p < end) {
+            while (p < end && is_space(t[p])) p++;
+            if (p >= end) break;
+            Py_ssize_t s0 = p;
+            while (p < end && !is_space(t[p])) p++;
+            if (nr == m->r_cap) {
+                size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
+                int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
+                if (!a) { PyErr_NoMemory(); goto done; }
+                m->r_start = a;
+                int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
+                if (!b) { PyErr_NoMemory(); goto done; }
+                m->r_len = b;
+                uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
+                if (!hh) { PyErr_NoMemory(); goto done; }
+                m->r_hash = hh;
+                m->r_cap = cap;
+            }
+            uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
+            m->r_start[nr] = s0;
+            m->r_len[nr] = p - s0;
+            m->r_hash[nr] = h;
+            if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
+            nr++;
+        }
+        /* 2. Each run's code (this memo, else the table), and its words counted for the text. */
+        for (size_t k = 0; k < nr; k++) {
+            const unsigned char *run = t + m->r_start[k];
+            size_t n = (size_t)m->r_len[k];
+            uint64_t h = m->r_hash[k];
+            int64_t code = 0;
+            int found = 0;
+            if (m->cap) {
+                uint64_t head = head_of(run, n);
+                size_t j = h & (m->cap - 1);
+                for (int probes = 0; probes < MAX_PROBE; probes++) {
+                    Slot *sl = &m->slots[j];
+                    if (!sl->hash) break;
+                    if (sl->hash == h && sl->len == n && sl->head == head &&
+                        (n <= 8 || memcmp(m->arena + sl->off + 8, run + 8, n - 8) == 0)) {
+                        code = sl->code;
+                        found = 1;
+                        break;
+                    }
+                    j = (j + 1) & (m->cap - 1);
+                }
+            }
+            if (!found) {
+                PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
+                if (!key) goto done;
+                PyObject *got = PyDict_GetItemWithError(table, key); /* borrowed */
+                long long v = 0;
+                int done_here = 0;
+                if (got) {
+                    v = PyLong_AsLongLong(got);
+                    done_here = 1;
+                } else if (!PyErr_Occurred()) {
+                    int64_t c64 = 0;
+                    done_here = lower_word(table, key, run, n, words, word_id, &c64);
+                    v = c64;
+                }
+                if (done_here == 0 && !PyErr_Occurred()) {
+                    got = PyObject_GetItem(table, key); /* __missing__ expands the run */
+                    if (got) {
+                        v = PyLong_AsLongLong(got);
+                        Py_DECREF(got);
+                    }
+                }
+                Py_DECREF(key);
+                if (PyErr_Occurred()) goto done;
+                code = v;
+                if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
+            }
+            int64_t one[1];
+            const int64_t *ids = one;
+            int64_t n_ids = 1;
+            if (code >= 0) {
+                one[0] = code;
+            } else if (code <= -2) {
+                size_t mk = (size_t)(-2 - code);
+                if (mk >= m->m_count && memo_sync_multi(m, table, mk) < 0) goto done;
+                ids = m->m_flat + m->m_start[mk];
+                n_ids = m->m_size[mk];
+            } else if (code == -1) {
+                continue;
+            } else {
+                PyErr_SetString(PyExc_ValueError, "count_texts: a run's code is out of range");
+                goto done;
+            }
+            for (int64_t i = 0; i < n_ids; i++) {
+                int64_t f = file_id(m, ids[i], &distinct);
+                if (f < 0) goto done;
+                if ((size_t)f >= cnt_cap) {
+                    size_t old = cnt_cap;
+                    if (grow((void **)&cnt, &cnt_cap, (size_t)f + 1, sizeof(int64_t)) < 0)
+                        goto done;
+                    memset(cnt + old, 0, (cnt_cap - old) * sizeof(int64_t));
+                }
+                /* cnt[f] is 1 + the index of f's last pair: a pair of this text when it lies at
+                 * or past text_first (the pairs of earlier texts lie below it) */
+                int64_t at = cnt[f] - 1;
+                if (at >= (int64_t)text_first) {
+                    pc[at]++;
+                } else {
+                    if (n_pairs == pair_cap) {
+                        size_t cap = pair_cap ? pair_cap * 2 : 4096;
+                        int64_t *a = realloc(pw, cap * sizeof(int64_t));
+                        if (!a) { PyErr_NoMemory(); goto done; }
+                        pw = a;
+                        int64_t *b = realloc(pc, cap * sizeof(int64_t));
+                        if (!b) { PyErr_NoMemory(); goto done; }
+                        pc = b;
+                        pair_cap = cap;
+                    }
+                    pw[n_pairs] = f;
+                    pc[n_pairs] = 1;
+                    cnt[f] = (int64_t)n_pairs + 1;
+                    n_pairs++;
+                }
+            }
+        }
+        offsets[c + 1] = (int64_t)n_pairs;
+    }
+    result = Py_BuildValue("(NNNN)", bytes_of(distinct.ids ? distinct.ids : offsets, distinct.n),
+                           bytes_of(offsets, n_texts + 1), bytes_of(pw ? pw : offsets, n_pairs),
+                           bytes_of(pc ? pc : offsets, n_pairs));
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&bounds);
+    Py_XDECREF(words);
+    Py_XDECREF(word_id);
+    free(distinct.ids);
+    free(offsets);
+    free(pw);
+    free(pc);
+    free(cnt);
+    return result;
+}
+
+/* blob_hints(data, bounds) -> bytes, one a text: 1 where the text data[bounds[i]:bounds[i+1]]
+ * may hold a blob, 0 where retrieval.blobs.blob_spans finds none. The looks are blob_spans' own
+ * first looks, which it makes before any expression runs, all in one pass here: a text shorter
+ * than MIN_RUN (40) holds none; else it may hold one when it holds a run of 40 characters of the
+ * base64 alphabet ([A-Za-z0-9+/]), "ata:" or "ATA:", a line of 1,000 bytes or more, or a hex
+ * dump's hint: with hex digits as "h", blanks (" ", "\t") as " " and the rest as ".", one of
+ * "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS).
+ * tests/test_blobs_native.py holds this to blobs.may_hold_blobs. */
+#define BLOB_MIN_RUN 40    /* retrieval.blobs.MIN_RUN */
+#define BLOB_MIN_LINE 1000 /* retrieval.blobs.MIN_MINIFIED */
+
+/* Each byte's classes for blob_hints: base64's alphabet, a hex digit, a blank. */
+#define B_ALPHA 1
+#define B_HEX 2
+#define B_BLANK 4
+static unsigned char blob_class[256];
+
+static void blob_classes(void) {
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = 0;
+        if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') ||
+            b == '+' || b == '/')
+            c |= B_ALPHA;
+        if ((b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F')) c |= B_HEX;
+        if (b == ' ' || b == '\t') c |= B_BLANK;
+        blob_class[b] = c;
+    }
+}
+
+/* Whether a dump's hint (groups of `width` hex digits, `groups` of them, one blank between
+ * each) begins at p[i - width], its first blank being p[i]. */
+static int dump_hint_at(const unsigned char *p, size_t n, size_t i, size_t width, size_t groups) {
+    if (i < width || i - width + groups * width + (groups - 1) > n) return 0;
+    const unsigned char *q = p + i - width;
+    for (size_t g = 0; g < groups; g++) {
+        for (size_t k = 0; k < width; k++)
+            if (!(blob_class[*q++] & B_HEX)) return 0;
+        if (g + 1 < groups && !(blob_class[*q++] & B_BLANK)) return 0;
+    }
+    return 1;
+}
+
+static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer data = {0}, bounds = {0};
+    if (!PyArg_ParseTuple(args, "y*y*:blob_hints", &data, &bounds)) return NULL;
+    PyObject *result = NULL;
+    unsigned char *out = NULL;
+    if (bounds.len % 8 || bounds.len < 8) {
+        PyErr_SetString(PyExc_ValueError, "blob_hints: text bounds of int64 expected");
+        goto done;
+    }
+    size_t n_texts = (size_t)bounds.len / 8 - 1;
+    const int64_t *bd = bounds.buf;
+    const unsigned char *t = data.buf;
+    for (size_t c = 0; c < n_texts; c++) {
+        if (bd[c] < 0 || bd[c] > bd[c + 1] || bd[c + 1] > data.len) {
+            PyErr_SetString(PyExc_ValueError, "blob_hints: text bounds out of order or range");
+            goto done;
+        }
+    }
+    out = calloc(n_texts ? n_texts : 1, 1);
+    if (!out) { PyErr_NoMemory(); goto done; }
+    for (size_t c = 0; c < n_texts; c++) {
+        const unsigned char *p = t + bd[c];
+        size_t n = (size_t)(bd[c + 1] - bd[c]);
+        if (n < BLOB_MIN_RUN) continue;
+        /* "ata:" and "ATA:", and lines of BLOB_MIN_LINE, by memmem and memchr; then one pass
+         * for runs of the alphabet and dumps' hints, which are looked for only at a blank after
+         * two hex digits (a hint's first blank). */
+        int hit = memmem(p, n, "ata:", 4) != NULL || memmem(p, n, "ATA:", 4) != NULL;
+        for (const unsigned char *q = p, *e = p + n; !hit && q < e;) {
+            const unsigned char *nl = memchr(q, '\n', (size_t)(e - q));
+            const unsigned char *stop = nl ? nl : e;
+            hit = (size_t)(stop - q) >= BLOB_MIN_LINE;
+            q = stop + 1;
+        }
+        size_t run = 0, hexes = 0;
+        for (size_t i = 0; i < n && !hit; i++) {
+            unsigned char cl = blob_class[p[i]];
+            run = (cl & B_ALPHA) ? run + 1 : 0;
+            if (run >= BLOB_MIN_RUN) hit = 1;
+            if ((cl & B_BLANK) && hexes >= 2)
+                /* "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
+                hit = dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
+                      dump_hint_at(p, n, i, 8, 2);
+            hexes = (cl & B_HEX) ? hexes + 1 : 0;
+        }
+        out[c] = (unsigned char)hit;
+    }
+    result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n_texts);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&bounds);
+    free(out);
+    return result;
+}
+
+/* postings_bytes(docs, tfs, counts, width, dw) -> bytes: a .mem's postings section
+ * (store.mem_encode, which writes the same bytes in numpy where this pass is not built). The
+ * postings come sorted by word, then document: word w's are the next counts[w] of docs and tfs.
+ * Each word's block is its documents, dw bytes each, then its counts, width[w] bytes each, all
+ * little-endian, the blocks laid end to end in word order. */
+static PyObject *postings_bytes(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer docs = {0}, tfs = {0}, counts = {0}, width = {0};
+    Py_ssize_t dw;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*n:postings_bytes", &docs, &tfs, &counts, &width, &dw))
+        return NULL;
+    PyObject *result = NULL;
+    if (docs.len % 8 || tfs.len != docs.len || counts.len % 8 || width.len != counts.len ||
+        (dw != 2 && dw != 4)) {
+        PyErr_SetString(PyExc_ValueError, "postings_bytes: arrays of int64 of consistent lengths "
+                                          "and a document width of 2 or 4 expected");
+        goto done;
+    }
+    size_t n = (size_t)docs.len / 8, n_words = (size_t)counts.len / 8;
+    const int64_t *d = docs.buf, *f = tfs.buf, *c = counts.buf, *w = width.buf;
+    size_t total = 0, seen = 0;
+    for (size_t k = 0; k < n_words; k++) {
+        if (c[k] < 0 || (w[k] != 1 && w[k] != 2 && w[k] != 4)) {
+            PyErr_SetString(PyExc_ValueError, "postings_bytes: a word's count or width is out of "
+                                              "range");
+            goto done;
+        }
+        seen += (size_t)c[k];
+        total += (size_t)c[k] * ((size_t)dw + (size_t)w[k]);
+    }
+    if (seen != n) {
+        PyErr_SetString(PyExc_ValueError, "postings_bytes: the words' counts are not the postings'");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!result) goto done;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(result);
+    size_t i = 0;
+    for (size_t k = 0; k < n_words; k++) {
+        size_t m = (size_t)c[k], tw = (size_t)w[k];
+        for (size_t r = 0; r < m; r++) {
+            uint64_t v = (uint64_t)d[i + r];
+            for (Py_ssize_t b = 0; b < dw; b++) *o++ = (unsigned char)(v >> (8 * b));
+        }
+        for (size_t r = 0; r < m; r++) {
+            uint64_t v = (uint64_t)f[i + r];
+            for (size_t b = 0; b < tw; b++) *o++ = (unsigned char)(v >> (8 * b));
+        }
+        i += m;
+    }
+done:
+    PyBuffer_Release(&docs);
+    PyBuffer_Release(&tfs);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&width);
+    return result;
+}
+
