@@ -159,7 +159,7 @@ class Segment:
         5 to 10 ms of a new session's first search)."""
         got = self._pos_list
         if got is None:
-            got = self._pos_list = memoryview(np.ascontiguousarray(self._pos, dtype=np.int64))
+            got = self._pos_list = np.ascontiguousarray(self._pos, dtype=np.int64).data
         return got
 
     def with_prefix(self, prefix: str, most: int) -> list[str] | None:

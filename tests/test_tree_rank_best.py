@@ -73,7 +73,8 @@ def test_the_files_shown_are_those_of_a_ranking_of_every_file(ranking: Ranking) 
 def test_a_file_its_name_lifts_from_far_down_the_chunks_order_is_shown() -> None:
     # 300 files whose chunks hold "walrus" more than the one named by it: its name (x1.5 at most)
     # lifts it to the top only if it is scored, though it is last by its chunks.
-    files = [(f"src/f{i:03d}.py", f"k{i}", analyze("walrus walrus heron\n" * 3)) for i in range(300)]
+    body = analyze("walrus walrus heron\n" * 3)
+    files = [(f"src/f{i:03d}.py", f"k{i}", body) for i in range(300)]
     files.append(("src/walrus.py", "kw", analyze("walrus heron heron heron\n")))
     index = TreeIndex(TreeSegment.build(files))
     q = {"walrus": 1.0}
@@ -102,10 +103,11 @@ def test_a_delta_and_an_older_version_named_rank_as_a_ranking_of_every_file() ->
     index, paths = _tree(300, seed=11)
     rng = random.Random(2)
     changes = {p: (f"n{i}", analyze("parser parser lexer\n")) for i, p in enumerate(paths[:40])}
-    changes.update({p: None for p in rng.sample(paths[40:], 20)})  # type: ignore[misc]
+    changes.update(dict.fromkeys(rng.sample(paths[40:], 20)))  # type: ignore[arg-type]
     changes["api/v1/parser_old.py"] = ("old", analyze("parser grammar\n"))
     index.apply(changes)  # type: ignore[arg-type]
-    assert index.delta.n_docs and index.dirty
+    assert index.delta.n_docs
+    assert index.dirty
     for q in [{"parser": 1.0, "v1": 0.5}, {"lexer": 1.0}, *_queries(13)]:
         for k in (1, 4, 20):
             assert index.rank(q, k) == _every(index, q, k, Ranking()), (q, k)
@@ -115,7 +117,8 @@ def test_a_search_that_shows_a_few_files_computes_the_kinds_of_a_few() -> None:
     # As in a real tree: a query's words fill a few files and are mentioned once in many.
     filler = "\n".join(f"line {n} of the heron module" for n in range(40))
     files = [(f"src/m{i:04d}.py", f"k{i}", analyze(f"{filler}\nparser\n")) for i in range(1200)]
-    files += [(f"src/p{i:02d}.py", f"p{i}", analyze("parser token parser\n" * 5)) for i in range(30)]
+    dense = analyze("parser token parser\n" * 5)
+    files += [(f"src/p{i:02d}.py", f"p{i}", dense) for i in range(30)]
     index = TreeIndex(TreeSegment.build(files))
     index.warm()
     q = {"parser": 1.0, "token": 0.5}
