@@ -228,3 +228,73 @@ def test_names_git_lists_that_are_not_plain_are_left_out_and_their_count_warned(
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 2
     assert all(m.startswith("git listed 2 name(s) in ") for m in warned)
+
+
+# -- git's listing started while git is asked about the tree -----------------------------------
+
+
+def _ls_runs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The git directories ``git ls-files`` runs in, in the order they start."""
+    from nodwyn_retrieval.store.paths import GitRepo
+
+    runs: list[Path] = []
+    real = GitRepo.run
+
+    def run(self: GitRepo, *args: str, **kw: Any) -> Any:
+        if args[:1] == ("ls-files",):
+            runs.append(self.git_dir)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(GitRepo, "run", run)
+    return runs
+
+
+def test_a_repositorys_listing_started_beside_gits_check_is_taken_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "r", {"a.py": "a\n", "sub/b.py": "b\n"})
+    (root / "new.txt").write_text("untracked\n")
+    runs = _ls_runs(monkeypatch)
+    assert sorted(list_tree(root)[0]) == ["a.py", "new.txt", "sub/b.py"]
+    assert runs == [Path(os.path.realpath(root / ".git"))]
+
+
+def test_a_root_whose_git_directory_is_not_one_is_listed_by_the_enclosing_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # inner/.git is a directory but no repository: git takes the outer one, and so does the
+    # listing, from inner (what git says of the early run in inner/.git is not taken).
+    outer = make_repo(tmp_path / "outer", {"inner/x.py": "x\n", "top.py": "t\n"})
+    (outer / "inner" / ".git").mkdir()
+    runs = _ls_runs(monkeypatch)
+    names, in_git = list_tree(outer / "inner")
+    assert in_git
+    assert names == ["x.py"]
+    real = Path(os.path.realpath(outer))
+    assert runs == [real / "inner" / ".git", real / ".git"]
+
+
+def test_a_worktrees_root_and_a_subdirectory_are_listed_after_gits_check_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support import git
+
+    main = make_repo(tmp_path / "main", {"m.py": "m\n", "d/e.py": "e\n"})
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "other")
+    runs = _ls_runs(monkeypatch)
+    assert sorted(list_tree(tmp_path / "wt")[0]) == ["d/e.py", "m.py"]
+    assert list_tree(main / "d")[0] == ["e.py"]
+    assert len(runs) == 2  # one run each: neither root holds a .git directory of its own
+
+
+def test_a_tree_git_refuses_is_refused_though_its_listing_had_started(tmp_path: Path) -> None:
+    from nodwyn_retrieval.errors import BadInput
+
+    from tests.support import git
+
+    root = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(root, "config", "core.worktree", str(elsewhere))
+    with pytest.raises(BadInput, match=r"core\.worktree"):
+        list_tree(root)
