@@ -64,14 +64,17 @@ def _warn_bad(root: Path, bad: int) -> None:
 
 
 def _git_output(
-    root: Path, seconds: float | None, found: list[GitRepo] | None = None
+    root: Path,
+    seconds: float | None,
+    found: list[GitRepo] | None = None,
+    early: _Early | None = None,
 ) -> bytes | None:
     """What ``git ls-files`` prints for root (as :func:`git_ls_files` runs it), or None.
 
     found, when given, receives the repository git was run in (its git directory is what a
-    watch of the tree also watches)."""
+    watch of the tree also watches). early: the listing already started (:meth:`Listing.start`)."""
     timeout = GIT_SECONDS if seconds is None else max(0.0, min(seconds, GIT_SECONDS))
-    early = _Early.start(root, timeout)
+    early = early or _Early.start(root, timeout)
     try:
         repo = git_repo(root)
     finally:
@@ -85,7 +88,13 @@ def _git_output(
     if here != repo.work_tree and repo.work_tree not in here.parents:
         return None  # pragma: no cover - git_repo found root or an ancestor of it
     try:
-        if early is not None and early.repo == repo and here == repo.work_tree and ran is not None:
+        if (
+            early is not None
+            and early.repo == repo
+            and here == repo.work_tree
+            and ran is not None
+            and ran.error is None  # one cut by its time, or failed, is run again as before
+        ):
             out = ran.result()
         else:
             out = repo.run("ls-files", *_LS_FILES_ARGS, timeout=timeout, cwd=here)
@@ -340,6 +349,15 @@ class Listing:
         self._walks: list[Iterator[str]] | None = None
         self._items: list[bytes] | None = None  # git's listing, split, while it is parsed
         self._parsed = 0
+        self._early: _Early | None = None  # git's run, started before the first step
+
+    def start(self, until: float) -> None:
+        """Start git's listing now, in a thread, for the first :meth:`step` to take (the caller
+        does other work meanwhile: a refresh loads the manifest). Nothing for a tree whose root
+        holds no ``.git`` directory of its own: the first step lists it as before."""
+        left = until - time.monotonic()
+        if self._early is None and self._items is None and self._walks is None and left > 0:
+            self._early = _Early.start(self.root, min(left, GIT_SECONDS))
 
     def __repr__(self) -> str:
         state = "done" if self.done else "going"
@@ -367,7 +385,8 @@ class Listing:
             if self._items is None:
                 found: list[GitRepo] = []
                 try:
-                    out = _git_output(self.root, until - time.monotonic(), found)
+                    early, self._early = self._early, None
+                    out = _git_output(self.root, until - time.monotonic(), found, early)
                 except ListingCut:
                     return False
                 self.in_git = out is not None
@@ -408,7 +427,11 @@ class Listing:
         return True
 
     def close(self) -> None:
-        """Stop the walks in progress (each closes its directory descriptors)."""
+        """Stop the walks in progress (each closes its directory descriptors), and wait for git's
+        run when it was started and not taken."""
+        early, self._early = self._early, None
+        if early is not None:
+            early.wait()
         for walk in self._walks or []:
             close = getattr(walk, "close", None)
             if close is not None:

@@ -298,3 +298,57 @@ def test_a_tree_git_refuses_is_refused_though_its_listing_had_started(tmp_path: 
     git(root, "config", "core.worktree", str(elsewhere))
     with pytest.raises(BadInput, match=r"core\.worktree"):
         list_tree(root)
+
+
+def test_a_listing_started_early_is_taken_by_its_first_step_or_waited_for_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    runs = _ls_runs(monkeypatch)
+    listing = Listing(root, [])
+    listing.start(time.monotonic() + 60)
+    (root / "b.py").write_text("b\n")  # made after git started: perhaps seen, never an error
+    assert listing.step(time.monotonic() + 60)
+    assert "a.py" in listing.names
+    assert len(runs) == 1
+    unused = Listing(root, [])
+    unused.start(time.monotonic() + 60)
+    unused.close()  # git's run is waited for, not left behind
+    assert len(runs) == 2
+    # Outside git there is nothing to start: the walk lists the tree at the first step.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "c.txt").write_text("c\n")
+    walked = Listing(plain, [])
+    walked.start(time.monotonic() + 60)
+    assert walked.step(time.monotonic() + 60)
+    assert walked.names == ["c.txt"]
+    assert not walked.in_git
+
+
+@pytest.mark.asyncio
+async def test_a_new_sessions_refresh_starts_git_before_it_loads_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors import refresher
+    from nodwyn_retrieval.entry import Engine
+
+    root = make_repo(tmp_path / "r", {"a.py": "def alpha_walrus():\n    pass\n"})
+    data, config = tmp_path / "data", tmp_path / "config"
+    async with await Engine.open(root, data_dir=data, config_dir=config) as engine:
+        await engine.index_update()
+    runs = _ls_runs(monkeypatch)
+    seen_at_load: list[int] = []
+    real_load = refresher.load_manifest
+
+    def load(path: Path) -> Any:
+        seen_at_load.append(len(runs))
+        return real_load(path)
+
+    monkeypatch.setattr(refresher, "load_manifest", load)
+    (root / "b.py").write_text("def beta_walrus():\n    pass\n")
+    async with await Engine.open(root, data_dir=data, config_dir=config) as engine:
+        out = await engine.index_search("walrus", "repo")
+    assert sorted(h["path"] for h in out.hits) == ["a.py", "b.py"]
+    assert seen_at_load[:1] == [1]  # git's listing had started when the manifest was loaded
+    assert len(runs) == 1
