@@ -45,6 +45,9 @@ def test_every_words_postings_unpacked_alone_are_the_stored_ones() -> None:
         assert d.tolist() == bd.tolist(), w
         assert t.tolist() == bt.tolist(), w
         assert loaded.postings(w)[0] is d  # kept: asked again, not unpacked again
+    first = loaded.postings(built.words[0])[0]
+    assert loaded.postings(built.words[1])[0] is not first
+    assert loaded.postings(built.words[0])[0] is first  # kept beside the others asked since
     # The whole arrays, unpacked at once, are the same; and so is each word after that.
     assert loaded.docs.tolist() == built.docs.tolist()
     assert loaded.tfs.tolist() == built.tfs.tolist()
@@ -98,6 +101,7 @@ def test_a_words_documents_that_wrap_around_32_bits_are_refused() -> None:
     [
         {"delta_exc_at": u4(1, 1), "delta_exc": u4(3, 3)},
         {"tf_exc_at": u4(2, 0), "tf_exc": u4(300, 300)},
+        {"tf_exc_at": u4(2, 2), "tf_exc": u4(300, 301)},
     ],
 )
 def test_exceptions_out_of_posting_order_are_refused(changes: dict[str, Any]) -> None:
@@ -115,3 +119,15 @@ def test_an_exception_at_a_words_first_posting_is_its_first_document_still() -> 
     big = _sealed(delta_exc_at=u4(0), delta_exc=u4(3))
     assert Segment.from_obj(big).postings("a")[0].tolist() == [1, 5]
     assert Segment.from_obj(big).docs.tolist() == [1, 5, 0]
+
+
+def test_a_loaded_segment_holds_the_built_ones_arrays_and_its_sorted_vocabulary() -> None:
+    built = _random_segment(9)
+    obj = built.to_obj()
+    loaded = Segment.from_obj(obj)
+    packed = sum(len(obj[k]) for k in ("first", "delta", "tf", "delta_exc", "tf_exc"))
+    packed += 2 * len(obj["delta_exc_at"]) + 2 * len(obj["tf_exc_at"])  # positions in 64 bits
+    vocab = len(obj["vocab"]) + 2 * len(obj["vocab_pos"])  # offsets in 64 bits
+    assert loaded.nbytes() == built.offsets.nbytes + built.lengths.nbytes + packed + vocab
+    loaded.docs  # noqa: B018 - unpacked whole: the arrays are what is held now
+    assert loaded.nbytes() == built.nbytes() + vocab
