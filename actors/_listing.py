@@ -380,6 +380,9 @@ class Listing:
         if self.done:
             return True
         if time.monotonic() >= until:
+            # A run of git started for this step lists the tree as it was then: a later step
+            # (a later search) runs git again.
+            self.close_early()
             return False
         if self._walks is None:
             if self._items is None:
@@ -426,12 +429,16 @@ class Listing:
         self.done = True
         return True
 
-    def close(self) -> None:
-        """Stop the walks in progress (each closes its directory descriptors), and wait for git's
-        run when it was started and not taken."""
+    def close_early(self) -> None:
+        """Wait for git's run started by :meth:`start` and not taken, and drop it."""
         early, self._early = self._early, None
         if early is not None:
             early.wait()
+
+    def close(self) -> None:
+        """Stop the walks in progress (each closes its directory descriptors), and wait for git's
+        run when it was started and not taken."""
+        self.close_early()
         for walk in self._walks or []:
             close = getattr(walk, "close", None)
             if close is not None:

@@ -352,3 +352,32 @@ async def test_a_new_sessions_refresh_starts_git_before_it_loads_the_manifest(
     assert sorted(h["path"] for h in out.hits) == ["a.py", "b.py"]
     assert seen_at_load[:1] == [1]  # git's listing had started when the manifest was loaded
     assert len(runs) == 1
+
+
+def test_a_listing_started_early_is_not_taken_by_a_step_past_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.store.paths import GitRepo
+
+    root = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    done: list[bytes] = []
+    real = GitRepo.run
+
+    def run(self: GitRepo, *args: str, **kw: Any) -> Any:
+        out = real(self, *args, **kw)
+        if args[:1] == ("ls-files",):
+            done.append(out.stdout)
+        return out
+
+    monkeypatch.setattr(GitRepo, "run", run)
+    listing = Listing(root, [])
+    listing.start(time.monotonic() + 60)
+    give_up = time.monotonic() + 30
+    while not done and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert done, "git's early run finished"
+    assert not listing.step(time.monotonic() - 1)  # this search's time is up
+    (root / "late.py").write_text("made before the next search\n")
+    assert listing.step(time.monotonic() + 60)  # the next search lists the tree again
+    assert sorted(listing.names) == ["a.py", "late.py"]
+    assert len(done) == 2
