@@ -450,24 +450,24 @@ _FIRST_FILES = 64
 """A search that shows few files scores this many of the best by their chunks first (at least
 twice the files it shows), then twice as many at each step, until no file left can reach them."""
 _MARGIN = 1e-9
-"""The bound a file left unscored must stay under, relative to the scores it is compared with:
-the bounds are computed in the same order as the scores, so this only widens what is scored."""
+"""How far below the scores it is compared with a file left unscored must be bound, relative to
+them: room for the rounding of a product taken in another order; it only widens what is scored."""
 
 
-def _bounds(prior: npt.NDArray[np.float64], name: float) -> tuple[float, float] | None:
-    """The least and the most a file's score from its chunks is multiplied by (its kind's prior,
-    1.0 for an older copy a query names, and ``1 + name * sqrt(share)`` with share in [0, 1]),
-    or None when a factor may be zero or negative (then every file is scored)."""
-    lo = min(float(prior.min()), 1.0) * min(1.0, 1.0 + name)
-    hi = max(float(prior.max()), 1.0) * max(1.0, 1.0 + name)
-    return (lo, hi) if lo > 0.0 else None
+def _most_factor(prior: npt.NDArray[np.float64], name: float) -> float | None:
+    """The most a file's score from its chunks is multiplied by: its kind's prior (or 1.0, an
+    older copy a query names) times ``1 + name * sqrt(share)`` with share in [0, 1], at the
+    largest corner of those ranges; None when it is not positive (then every file is scored)."""
+    kinds = (min(float(prior.min()), 1.0), max(float(prior.max()), 1.0))
+    most = max(k * n for k in kinds for n in (1.0, 1.0 + name))
+    return most if most > 0.0 else None
 
 
 def _best_files(
     total: npt.NDArray[np.float64],
     limit: int,
     scored: Callable[[I64], npt.NDArray[np.float64]],
-    bounds: tuple[float, float] | None,
+    most: float | None,
 ) -> tuple[I64, npt.NDArray[np.float64]]:
     """Positions of files, and their final scores, that hold the ``limit`` best files by final
     score, ties included: the files in order of their chunks' score (``total``), scored a part at
@@ -477,9 +477,8 @@ def _best_files(
     computed for the files scored only: a few dozen of the thousands a query's words match.)"""
     n = total.shape[0]
     by_chunks = np.argsort(-total, kind="stable")
-    if bounds is None or n <= _FIRST_FILES:
+    if most is None or n <= _FIRST_FILES:
         return by_chunks, scored(by_chunks)
-    hi = bounds[1]
     done = 0
     step = max(_FIRST_FILES, 2 * limit)
     parts: list[npt.NDArray[np.float64]] = []
@@ -492,7 +491,7 @@ def _best_files(
         found = np.concatenate(parts)
         if found.shape[0] >= limit:
             kth = float(np.partition(found, found.shape[0] - limit)[found.shape[0] - limit])
-            if float(total[by_chunks[done]]) * hi < kth * (1.0 - _MARGIN):
+            if float(total[by_chunks[done]]) * most < kth - _MARGIN * abs(kth):
                 break
         step *= 2
     return by_chunks[:done], np.concatenate(parts)
@@ -812,7 +811,7 @@ class TreeIndex:
             sel = np.arange(files.shape[0], dtype=np.int64)
             final = final_of(sel)
         else:
-            sel, final = _best_files(total, limit, final_of, _bounds(prior, ranking.name))
+            sel, final = _best_files(total, limit, final_of, _most_factor(prior, ranking.name))
         rank_files = sel[np.lexsort((files[sel], -final))]
         # The chunks shown: each file's best, and more of it that score near its best.
         out: list[TreeHit] = []

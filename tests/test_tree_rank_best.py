@@ -14,6 +14,7 @@ import random
 import numpy as np
 import pytest
 from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval.kinds import KINDS
 from nodwyn_retrieval.retrieval.tree import Ranking, TreeHit, TreeIndex, TreeSegment
 
 WORDS = ["parser", "token", "lexer", "walrus", "heron", "grammar", "node", "visit"]
@@ -58,7 +59,11 @@ RANKINGS = [
     Ranking(priors={"code": 4.0, "test": 0.05, "doc": 0.01}),
     Ranking(name=0.0),
     Ranking(name=-0.5),  # a name that lowers: the factor's bound is below 1
-    Ranking(priors={"code": 1.0, "test": 0.0}),  # a zero factor: every file is scored
+    Ranking(name=-2.0),  # a name that turns a score negative
+    Ranking(priors={"code": 1.0, "test": 0.0}),  # a kind that scores nothing
+    # Negative both: a test file named by the query scores up to twice its chunks' score.
+    Ranking(priors={"code": 1.0, "test": -1.0, "doc": -0.5}, name=-3.0),
+    Ranking(priors=dict.fromkeys(KINDS, -1.0), name=0.5),  # every factor negative
 ]
 
 
