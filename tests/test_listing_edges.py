@@ -331,6 +331,7 @@ async def test_a_new_sessions_refresh_starts_git_before_it_loads_the_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nodwyn_retrieval.actors import refresher
+    from nodwyn_retrieval.actors._watch import available as watch_available
     from nodwyn_retrieval.entry import Engine
 
     root = make_repo(tmp_path / "r", {"a.py": "def alpha_walrus():\n    pass\n"})
@@ -349,9 +350,13 @@ async def test_a_new_sessions_refresh_starts_git_before_it_loads_the_manifest(
     (root / "b.py").write_text("def beta_walrus():\n    pass\n")
     async with await Engine.open(root, data_dir=data, config_dir=config) as engine:
         out = await engine.index_search("walrus", "repo")
-    assert sorted(h["path"] for h in out.hits) == ["a.py", "b.py"]
-    assert seen_at_load[:1] == [1]  # git's listing had started when the manifest was loaded
-    assert len(runs) == 1
+        assert sorted(h["path"] for h in out.hits) == ["a.py", "b.py"]
+        assert seen_at_load[:1] == [1]  # git's listing had started when the manifest was loaded
+        assert len(runs) == 1
+        if watch_available():
+            # A later search the watch answers lists nothing: no git is started for it.
+            await engine.index_search("walrus", "repo")
+            assert len(runs) == 1
 
 
 def test_a_listing_started_early_is_not_taken_by_a_step_past_its_deadline(
