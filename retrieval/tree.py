@@ -454,20 +454,19 @@ _MARGIN = 1e-9
 them: room for the rounding of a product taken in another order; it only widens what is scored."""
 
 
-def _most_factor(prior: npt.NDArray[np.float64], name: float) -> float | None:
+def _most_factor(prior: npt.NDArray[np.float64], name: float) -> float:
     """The most a file's score from its chunks is multiplied by: its kind's prior (or 1.0, an
     older copy a query names) times ``1 + name * sqrt(share)`` with share in [0, 1], at the
-    largest corner of those ranges; None when it is not positive (then every file is scored)."""
+    largest corner of those ranges (at least 1.0, so a file's bound falls with its chunks')."""
     kinds = (min(float(prior.min()), 1.0), max(float(prior.max()), 1.0))
-    most = max(k * n for k in kinds for n in (1.0, 1.0 + name))
-    return most if most > 0.0 else None
+    return max(k * n for k in kinds for n in (1.0, 1.0 + name))
 
 
 def _best_files(
     total: npt.NDArray[np.float64],
     limit: int,
     scored: Callable[[I64], npt.NDArray[np.float64]],
-    most: float | None,
+    most: float,
 ) -> tuple[I64, npt.NDArray[np.float64]]:
     """Positions of files, and their final scores, that hold the ``limit`` best files by final
     score, ties included: the files in order of their chunks' score (``total``), scored a part at
@@ -477,7 +476,7 @@ def _best_files(
     computed for the files scored only: a few dozen of the thousands a query's words match.)"""
     n = total.shape[0]
     by_chunks = np.argsort(-total, kind="stable")
-    if most is None or n <= _FIRST_FILES:
+    if n <= _FIRST_FILES:
         return by_chunks, scored(by_chunks)
     done = 0
     step = max(_FIRST_FILES, 2 * limit)
