@@ -39,6 +39,7 @@ from nodwyn_retrieval.retrieval.kinds import (
     lifted_kinds,
     versions_named,
 )
+from nodwyn_retrieval.retrieval.tree_best import best_files, most_factor
 from nodwyn_retrieval.retrieval.words import form_prefix, stem, word_counts, word_forms, words
 
 __all__ = [
@@ -446,54 +447,6 @@ def _path_mask(files: Sequence[str], file_docs: I64, prefix: str | None) -> npt.
 
 
 _LEGACY = KINDS.index("legacy")
-_FIRST_FILES = 64
-"""A search that shows few files scores this many of the best by their chunks first (at least
-twice the files it shows), then twice as many at each step, until no file left can reach them."""
-_MARGIN = 1e-9
-"""How far below the scores it is compared with a file left unscored must be bound, relative to
-them: room for the rounding of a product taken in another order; it only widens what is scored."""
-
-
-def _most_factor(prior: npt.NDArray[np.float64], name: float) -> float:
-    """The most a file's score from its chunks is multiplied by: its kind's prior (or 1.0, an
-    older copy a query names) times ``1 + name * sqrt(share)`` with share in [0, 1], at the
-    largest corner of those ranges (at least 1.0, so a file's bound falls with its chunks')."""
-    kinds = (min(float(prior.min()), 1.0), max(float(prior.max()), 1.0))
-    return max(k * n for k in kinds for n in (1.0, 1.0 + name))
-
-
-def _best_files(
-    total: npt.NDArray[np.float64],
-    limit: int,
-    scored: Callable[[I64], npt.NDArray[np.float64]],
-    most: float,
-) -> tuple[I64, npt.NDArray[np.float64]]:
-    """Positions of files, and their final scores, that hold the ``limit`` best files by final
-    score, ties included: the files in order of their chunks' score (``total``), scored a part at
-    a time until the next file's score times the largest factor is below the ``limit``-th best
-    final score found. Every file left out scores below ``limit`` files scored, so the first
-    ``limit`` files in final order are those of all the files. (A file's kind and name words are
-    computed for the files scored only: a few dozen of the thousands a query's words match.)"""
-    n = total.shape[0]
-    by_chunks = np.argsort(-total, kind="stable")
-    if n <= _FIRST_FILES:
-        return by_chunks, scored(by_chunks)
-    done = 0
-    step = max(_FIRST_FILES, 2 * limit)
-    parts: list[npt.NDArray[np.float64]] = []
-    while done < n:
-        part = by_chunks[done : done + step]
-        parts.append(scored(part))
-        done += part.shape[0]
-        if done >= n:
-            break
-        found = np.concatenate(parts)
-        if found.shape[0] >= limit:
-            kth = float(np.partition(found, found.shape[0] - limit)[found.shape[0] - limit])
-            if float(total[by_chunks[done]]) * most < kth - _MARGIN * abs(kth):
-                break
-        step *= 2
-    return by_chunks[:done], np.concatenate(parts)
 
 
 class TreeIndex:
@@ -810,7 +763,7 @@ class TreeIndex:
             sel = np.arange(files.shape[0], dtype=np.int64)
             final = final_of(sel)
         else:
-            sel, final = _best_files(total, limit, final_of, _most_factor(prior, ranking.name))
+            sel, final = best_files(total, limit, final_of, most_factor(prior, ranking.name))
         rank_files = sel[np.lexsort((files[sel], -final))]
         # The chunks shown: each file's best, and more of it that score near its best.
         out: list[TreeHit] = []

@@ -1,7 +1,7 @@
 """A search that shows a few files ranks them as a ranking of every file would.
 
 ``TreeIndex.rank`` scores by kind and by file name only the files whose score from their chunks
-could still bring them among those shown (retrieval/tree.py, ``_best_files``); these tests hold
+could still bring them among those shown (retrieval/tree_best.py, ``best_files``); these tests hold
 it to ``rank_files(..., every_file=True)``, which scores every file, on trees where a file's
 name or kind lifts it past files whose chunks score more, in a base and a delta, with priors
 and name weights of every sign the ranking takes.
