@@ -14,7 +14,9 @@ import logging
 import math
 import os
 import re
+import stat
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,13 +64,22 @@ def _warn_bad(root: Path, bad: int) -> None:
 
 
 def _git_output(
-    root: Path, seconds: float | None, found: list[GitRepo] | None = None
+    root: Path,
+    seconds: float | None,
+    found: list[GitRepo] | None = None,
+    early: _Early | None = None,
 ) -> bytes | None:
     """What ``git ls-files`` prints for root (as :func:`git_ls_files` runs it), or None.
 
     found, when given, receives the repository git was run in (its git directory is what a
-    watch of the tree also watches)."""
-    repo = git_repo(root)
+    watch of the tree also watches). early: the listing already started (:meth:`Listing.start`)."""
+    timeout = GIT_SECONDS if seconds is None else max(0.0, min(seconds, GIT_SECONDS))
+    early = early or _Early.start(root, timeout)
+    try:
+        repo = git_repo(root)
+    finally:
+        # Its listing is taken only when git agrees it ran in the repository found (below).
+        ran = early.wait() if early is not None else None
     if repo is None:
         return None
     if found is not None:
@@ -77,11 +88,16 @@ def _git_output(
     if here != repo.work_tree and repo.work_tree not in here.parents:
         return None  # pragma: no cover - git_repo found root or an ancestor of it
     try:
-        out = repo.run(
-            "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard",
-            timeout=GIT_SECONDS if seconds is None else max(0.0, min(seconds, GIT_SECONDS)),
-            cwd=here,
-        )  # fmt: skip
+        if (
+            early is not None
+            and early.repo == repo
+            and here == repo.work_tree
+            and ran is not None
+            and ran.error is None  # one cut by its time, or failed, is run again as before
+        ):
+            out = ran.result()
+        else:
+            out = repo.run("ls-files", *_LS_FILES_ARGS, timeout=timeout, cwd=here)
     except (FileNotFoundError, PermissionError):
         return None
     except subprocess.TimeoutExpired:
@@ -91,6 +107,64 @@ def _git_output(
     if out.returncode != 0:
         return None
     return out.stdout
+
+
+_LS_FILES_ARGS = ("-z", "-t", "--cached", "--others", "--exclude-standard")
+
+
+class _Ran:
+    """What a run of git in a thread gave: its completed process, or what it raised."""
+
+    def __init__(self) -> None:
+        self.value: subprocess.CompletedProcess[bytes] | None = None
+        self.error: BaseException | None = None
+
+    def result(self) -> subprocess.CompletedProcess[bytes]:
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None  # noqa: S101 - set when error is not
+        return self.value
+
+
+class _Early:
+    """``git ls-files`` started, in a thread, while :func:`store.paths.git_repo` asks git whether
+    the tree is the repository it seems to be: the two runs of git overlap (a new session's
+    first search waited 3 to 8 ms for the check before the listing began). Only a tree whose
+    root holds its own ``.git`` directory (not a link, not a worktree's ``.git`` file) is started
+    early, in that repository; its listing is used only when ``git_repo`` answers that very
+    repository, and otherwise the listing is run again in the one it answers."""
+
+    def __init__(self, repo: GitRepo, timeout: float) -> None:
+        self.repo = repo
+        self._ran = _Ran()
+        self._thread = threading.Thread(target=self._run, args=(timeout,), daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, root: Path, timeout: float) -> _Early | None:
+        top = os.path.realpath(root)
+        dotgit = os.path.join(top, ".git")
+        try:
+            if not stat.S_ISDIR(os.lstat(dotgit).st_mode):
+                return None
+        except OSError:
+            return None
+        if os.path.lexists(os.path.join(dotgit, "commondir")):
+            return None  # a git directory shared with others: git_repo reads where it points
+        git_dir = Path(dotgit)
+        return cls(GitRepo(Path(top), git_dir, git_dir), timeout)
+
+    def _run(self, timeout: float) -> None:
+        try:
+            self._ran.value = self.repo.run(
+                "ls-files", *_LS_FILES_ARGS, timeout=timeout, cwd=self.repo.work_tree
+            )
+        except BaseException as e:  # noqa: BLE001 - raised where the listing is taken
+            self._ran.error = e
+
+    def wait(self) -> _Ran:
+        self._thread.join()
+        return self._ran
 
 
 # Where a name of the listing, between two separators (NUL between names, "/" between parts),
@@ -275,6 +349,15 @@ class Listing:
         self._walks: list[Iterator[str]] | None = None
         self._items: list[bytes] | None = None  # git's listing, split, while it is parsed
         self._parsed = 0
+        self._early: _Early | None = None  # git's run, started before the first step
+
+    def start(self, until: float) -> None:
+        """Start git's listing now, in a thread, for the first :meth:`step` to take (the caller
+        does other work meanwhile: a refresh loads the manifest). Nothing for a tree whose root
+        holds no ``.git`` directory of its own: the first step lists it as before."""
+        left = until - time.monotonic()
+        if self._early is None and self._items is None and self._walks is None and left > 0:
+            self._early = _Early.start(self.root, min(left, GIT_SECONDS))
 
     def __repr__(self) -> str:
         state = "done" if self.done else "going"
@@ -297,12 +380,16 @@ class Listing:
         if self.done:
             return True
         if time.monotonic() >= until:
+            # A run of git started for this step lists the tree as it was then: a later step
+            # (a later search) runs git again.
+            self.close_early()
             return False
         if self._walks is None:
             if self._items is None:
                 found: list[GitRepo] = []
                 try:
-                    out = _git_output(self.root, until - time.monotonic(), found)
+                    early, self._early = self._early, None
+                    out = _git_output(self.root, until - time.monotonic(), found, early)
                 except ListingCut:
                     return False
                 self.in_git = out is not None
@@ -342,8 +429,16 @@ class Listing:
         self.done = True
         return True
 
+    def close_early(self) -> None:
+        """Wait for git's run started by :meth:`start` and not taken, and drop it."""
+        early, self._early = self._early, None
+        if early is not None:
+            early.wait()
+
     def close(self) -> None:
-        """Stop the walks in progress (each closes its directory descriptors)."""
+        """Stop the walks in progress (each closes its directory descriptors), and wait for git's
+        run when it was started and not taken."""
+        self.close_early()
         for walk in self._walks or []:
             close = getattr(walk, "close", None)
             if close is not None:

@@ -58,7 +58,15 @@ _EVENT = struct.Struct("iIII")
 def _lib() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
-    name = ctypes.util.find_library("c") or "libc.so.6"
+    # The C library the interpreter runs with holds inotify (glibc and musl): its symbols are
+    # found without ctypes.util.find_library, which runs ldconfig in a new process (3 to 10 ms of
+    # a new session's first search). Only a build that does not export them looks further.
+    lib = _inotify(None)
+    return lib if lib is not None else _inotify(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def _inotify(name: str | None) -> ctypes.CDLL | None:
+    """The C library of that name (None: the interpreter's own symbols), if it has inotify."""
     try:
         lib = ctypes.CDLL(name, use_errno=True)
         lib.inotify_init1.argtypes = [ctypes.c_int]

@@ -348,6 +348,10 @@ class RefresherActor(Actor):
 
         ``until``: the ``time.monotonic()`` past which a full scan stops (and goes on at the
         next refresh)."""
+        # A new session lists the whole tree: git's listing starts before the manifest's load.
+        first = Listing(self.root, []) if self._scan is None and self._fs is None else None
+        if first is not None:
+            first.start(until)
         self._reload_if_changed()
         changes = self._watch.drain() if self._watch is not None else None
         scan = self._scan
@@ -376,7 +380,9 @@ class RefresherActor(Actor):
             if directory is not None and directory not in extra:
                 extra = [*extra, directory]
             self._extra = extra
-            scan = self._scan = _Scan(Listing(self.root, extra))
+            listing = first or Listing(self.root, extra)
+            listing.extra = list(extra)
+            scan = self._scan = _Scan(listing)
             return self._scan_step(scan, None, until)
         dirty = sorted((changes.touched | self._pending) & fs.keys())
         for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):

@@ -68,27 +68,30 @@ class Segment:
     A segment built in memory keeps its vocabulary in a dict. One decoded from its stored form
     keeps it as one sorted blob of UTF-8 words and their offsets, and finds a word by binary
     search: a search needs a handful of words, and building a dict of a large tree's 150,000
-    words would cost more than the rest of loading it.
+    words would cost more than the rest of loading it. For the same reason a decoded segment
+    keeps its postings as they are stored (:class:`_Packed`, checked whole when decoded) and
+    unpacks a word's when it is first asked, and all of them when ``docs`` or ``tfs`` is.
     """
 
-    __slots__ = ("_blob", "_found", "_ids", "_pos", "_pos_list", "_words", "docs", "lengths",
-                 "offsets", "tfs", "total_length")  # fmt: skip
+    __slots__ = ("_blob", "_docs", "_found", "_ids", "_packed", "_pos", "_pos_list", "_tfs",
+                 "_unpacked", "_words", "lengths", "offsets", "total_length")  # fmt: skip
 
     def __init__(
         self,
         words: Sequence[str] | None,
         offsets: I64,
-        docs: U32,
-        tfs: U32,
+        docs: U32 | None,
+        tfs: U32 | None,
         lengths: U32,
         *,
         sorted_vocab: tuple[bytes, I64] | None = None,
+        packed: _Packed | None = None,
     ) -> None:
         self._words: tuple[str, ...] | None = None if words is None else tuple(words)
         self._ids: dict[str, int] | None = None
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
-        self._pos_list: list[int] | None = None
+        self._pos_list: memoryview | None = None
         self._found: dict[str, int | None] = {}
         if self._words is not None:
             self._ids = {w: i for i, w in enumerate(self._words)}
@@ -96,11 +99,35 @@ class Segment:
             self._blob, self._pos = sorted_vocab
         else:
             raise ValueError("a segment needs its words or its sorted vocabulary")
+        if (docs is None or tfs is None) and packed is None:
+            raise ValueError("a segment needs its postings or their packed form")
         self.offsets = offsets
-        self.docs = docs
-        self.tfs = tfs
+        self._docs = docs
+        self._tfs = tfs
+        self._packed = packed
+        self._unpacked: dict[int, tuple[U32, U32]] = {}
         self.lengths = lengths
         self.total_length = int(lengths.sum(dtype=np.int64))
+
+    @property
+    def docs(self) -> U32:
+        """Every posting's document, word after word (unpacked whole when first asked)."""
+        return self._arrays()[0]
+
+    @property
+    def tfs(self) -> U32:
+        """Every posting's weighted frequency, as ``docs`` is ordered."""
+        return self._arrays()[1]
+
+    def _arrays(self) -> tuple[U32, U32]:
+        docs, tfs = self._docs, self._tfs
+        if docs is None or tfs is None:
+            packed = self._packed
+            if packed is None:  # pragma: no cover - __init__ refuses a segment with neither
+                raise ValueError("a segment needs its postings or their packed form")
+            docs, tfs = packed.unpack(self.offsets)
+            self._docs, self._tfs = docs, tfs
+        return docs, tfs
 
     @property
     def n_docs(self) -> int:
@@ -108,7 +135,7 @@ class Segment:
 
     @property
     def n_postings(self) -> int:
-        return int(self.docs.shape[0])
+        return int(self.offsets[-1]) if self.offsets.shape[0] else 0
 
     @property
     def n_words(self) -> int:
@@ -152,12 +179,14 @@ class Segment:
                 return mid
         return None
 
-    def _offsets_list(self) -> list[int]:
-        """The sorted vocabulary's offsets as a list (a binary search indexes it ~17 times a
-        word; a list's items are read several times faster than an array's)."""
+    def _offsets_list(self) -> Sequence[int]:
+        """The sorted vocabulary's offsets, read as Python ints (a binary search indexes them ~17
+        times a word): a view of the array, whose items are read several times faster than an
+        array's and which costs nothing to make (a list of a large tree's 150,000 offsets took
+        5 to 10 ms of a new session's first search)."""
         got = self._pos_list
         if got is None:
-            got = self._pos_list = self._pos.tolist()
+            got = self._pos_list = np.ascontiguousarray(self._pos, dtype=np.int64).data
         return got
 
     def with_prefix(self, prefix: str, most: int) -> list[str] | None:
@@ -192,14 +221,26 @@ class Segment:
             empty = np.zeros(0, dtype=np.uint32)
             return empty, empty
         a, b = int(self.offsets[w]), int(self.offsets[w + 1])
-        return self.docs[a:b], self.tfs[a:b]
+        packed = self._packed
+        if packed is None or (self._docs is not None and self._tfs is not None):
+            docs, tfs = self._arrays()
+            return docs[a:b], tfs[a:b]
+        unpacked = self._unpacked
+        got = unpacked.get(w)
+        if got is None:
+            if len(unpacked) >= _FOUND_LIMIT:
+                unpacked.clear()
+            got = unpacked[w] = packed.word(w, a, b)
+        return got
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (a built segment's vocabulary strings not counted)."""
+        held = self._packed.nbytes() if self._packed is not None else 0
+        if self._docs is not None and self._tfs is not None:
+            held = self._docs.nbytes + self._tfs.nbytes
         return int(
-            self.offsets.nbytes + self.docs.nbytes + self.tfs.nbytes + self.lengths.nbytes
-            + len(self._blob) + self._pos.nbytes
-        )  # fmt: skip
+            self.offsets.nbytes + held + self.lengths.nbytes + len(self._blob) + self._pos.nbytes
+        )
 
     def __repr__(self) -> str:
         return f"<Segment docs={self.n_docs} words={self.n_words} postings={self.n_postings}>"
@@ -351,23 +392,86 @@ class Segment:
         if (d_at.size and int(d_at.max()) >= n) or (t_at.size and int(t_at.max()) >= n):
             raise FormatError("segment exception names a posting past the end: rebuild")
         offsets = offsets.astype(np.int64)
-        # In 32 bits with wrap-around: every document number fits, so the sums taken modulo 2**32
-        # give them exactly, with half the memory of 64-bit temporaries on a large tree.
-        docs = delta.astype(np.uint32)
-        docs[d_at.astype(np.int64)] = d_val
+        d_at64, t_at64 = d_at.astype(np.int64), t_at.astype(np.int64)
+        if np.any(np.diff(d_at64) <= 0) or np.any(np.diff(t_at64) <= 0):
+            raise FormatError("segment exceptions are not in posting order: rebuild")
+        packed = _Packed(first, delta, d_at64, d_val, tf8, t_at64, t_val)
+        n_docs = int(lengths.shape[0])
+        if n and int(packed.last_docs(offsets).max()) >= n_docs:
+            raise FormatError("segment posting names a document past the end: rebuild")
+        # A frequency is at most 255 but where an exception gives it.
+        if np.any(t_val > MAX_QUANTITY) or np.any(lengths > MAX_QUANTITY):
+            raise FormatError("segment quantity past 2**31-1: rebuild")
+        return cls(None, offsets, None, None, lengths, sorted_vocab=(blob, pos.astype(np.int64)),
+                   packed=packed)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Packed:
+    """A stored segment's postings as :meth:`Segment.to_obj` packed them: for each word its first
+    document, then the differences from the one before in 16 bits and the frequencies in 8, with
+    the positions (ascending) and values that did not fit beside them."""
+
+    first: npt.NDArray[Any]
+    delta: npt.NDArray[Any]
+    delta_at: I64
+    delta_exc: npt.NDArray[Any]
+    tf: npt.NDArray[Any]
+    tf_at: I64
+    tf_exc: npt.NDArray[Any]
+
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in (self.first, self.delta, self.delta_at, self.delta_exc,
+                                           self.tf, self.tf_at, self.tf_exc))  # fmt: skip
+
+    def last_docs(self, offsets: I64) -> I64:
+        """Each word's last document, summed exactly (in 64 bits): the differences are never
+        negative, so it is the word's largest, and every posting lies below it."""
+        starts = offsets[:-1]
+        sums = np.add.reduceat(self.delta, starts, dtype=np.int64)
+        sums -= self.delta[starts]  # a word's first difference is not added: ``first`` is it
+        at = self.delta_at
+        if at.size:
+            w = np.searchsorted(starts, at, side="right") - 1
+            inner = at != starts[w]
+            np.add.at(
+                sums, w[inner], self.delta_exc[inner].astype(np.int64) - self.delta[at[inner]]
+            )
+        last: I64 = self.first.astype(np.int64) + sums
+        return last
+
+    def word(self, w: int, a: int, b: int) -> tuple[U32, U32]:
+        """The documents and frequencies of word w, whose postings are a:b."""
+        docs = self.delta[a:b].astype(np.uint32)
+        lo, hi = np.searchsorted(self.delta_at, (a, b)).tolist()
+        if hi > lo:
+            docs[self.delta_at[lo:hi] - a] = self.delta_exc[lo:hi]
+        docs[0] = self.first[w]
+        np.cumsum(docs, dtype=np.uint32, out=docs)
+        return docs, self._tfs(a, b)
+
+    def _tfs(self, a: int, b: int) -> U32:
+        tfs = self.tf[a:b].astype(np.uint32)
+        lo, hi = np.searchsorted(self.tf_at, (a, b)).tolist()
+        if hi > lo:
+            tfs[self.tf_at[lo:hi] - a] = self.tf_exc[lo:hi]
+        return tfs
+
+    def unpack(self, offsets: I64) -> tuple[U32, U32]:
+        """Every posting's document and frequency."""
+        # In 32 bits with wrap-around: every document number fits (checked when loaded), so the
+        # sums taken modulo 2**32 give them exactly, with half the memory of 64-bit temporaries.
+        n = int(self.delta.shape[0])
+        docs = self.delta.astype(np.uint32)
+        docs[self.delta_at] = self.delta_exc
         np.cumsum(docs, dtype=np.uint32, out=docs)
         counts = np.diff(offsets)
         with np.errstate(over="ignore"):
-            base = first.astype(np.uint32) - (docs[offsets[:-1]] if n else np.uint32(0))
+            base = self.first.astype(np.uint32) - (docs[offsets[:-1]] if n else np.uint32(0))
             docs += np.repeat(base, counts)
-        n_docs = int(lengths.shape[0])
-        if n and int(docs.max()) >= n_docs:
-            raise FormatError("segment posting names a document past the end: rebuild")
-        tfs = tf8.astype(np.uint32)
-        tfs[t_at.astype(np.int64)] = t_val
-        if np.any(tfs > MAX_QUANTITY) or np.any(lengths > MAX_QUANTITY):
-            raise FormatError("segment quantity past 2**31-1: rebuild")
-        return cls(None, offsets, docs, tfs, lengths, sorted_vocab=(blob, pos.astype(np.int64)))
+        tfs = self.tf.astype(np.uint32)
+        tfs[self.tf_at] = self.tf_exc
+        return docs, tfs
 
 
 _ARRAYS = ("vocab", "vocab_pos", "offsets", "first", "delta", "delta_exc_at", "delta_exc", "tf",

@@ -228,3 +228,161 @@ def test_names_git_lists_that_are_not_plain_are_left_out_and_their_count_warned(
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 2
     assert all(m.startswith("git listed 2 name(s) in ") for m in warned)
+
+
+# -- git's listing started while git is asked about the tree -----------------------------------
+
+
+def _ls_runs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The git directories ``git ls-files`` runs in, in the order they start."""
+    from nodwyn_retrieval.store.paths import GitRepo
+
+    runs: list[Path] = []
+    real = GitRepo.run
+
+    def run(self: GitRepo, *args: str, **kw: Any) -> Any:
+        if args[:1] == ("ls-files",):
+            runs.append(self.git_dir)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(GitRepo, "run", run)
+    return runs
+
+
+def test_a_repositorys_listing_started_beside_gits_check_is_taken_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "r", {"a.py": "a\n", "sub/b.py": "b\n"})
+    (root / "new.txt").write_text("untracked\n")
+    runs = _ls_runs(monkeypatch)
+    assert sorted(list_tree(root)[0]) == ["a.py", "new.txt", "sub/b.py"]
+    assert runs == [Path(os.path.realpath(root / ".git"))]
+
+
+def test_a_root_whose_git_directory_is_not_one_is_listed_by_the_enclosing_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # inner/.git is a directory but no repository: git takes the outer one, and so does the
+    # listing, from inner (what git says of the early run in inner/.git is not taken).
+    outer = make_repo(tmp_path / "outer", {"inner/x.py": "x\n", "top.py": "t\n"})
+    (outer / "inner" / ".git").mkdir()
+    runs = _ls_runs(monkeypatch)
+    names, in_git = list_tree(outer / "inner")
+    assert in_git
+    assert names == ["x.py"]
+    real = Path(os.path.realpath(outer))
+    assert runs == [real / "inner" / ".git", real / ".git"]
+
+
+def test_a_worktrees_root_and_a_subdirectory_are_listed_after_gits_check_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support import git
+
+    main = make_repo(tmp_path / "main", {"m.py": "m\n", "d/e.py": "e\n"})
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "other")
+    runs = _ls_runs(monkeypatch)
+    assert sorted(list_tree(tmp_path / "wt")[0]) == ["d/e.py", "m.py"]
+    assert list_tree(main / "d")[0] == ["e.py"]
+    assert len(runs) == 2  # one run each: neither root holds a .git directory of its own
+
+
+def test_a_tree_git_refuses_is_refused_though_its_listing_had_started(tmp_path: Path) -> None:
+    from nodwyn_retrieval.errors import BadInput
+
+    from tests.support import git
+
+    root = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(root, "config", "core.worktree", str(elsewhere))
+    with pytest.raises(BadInput, match=r"core\.worktree"):
+        list_tree(root)
+
+
+def test_a_listing_started_early_is_taken_by_its_first_step_or_waited_for_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    runs = _ls_runs(monkeypatch)
+    listing = Listing(root, [])
+    listing.start(time.monotonic() + 60)
+    (root / "b.py").write_text("b\n")  # made after git started: perhaps seen, never an error
+    assert listing.step(time.monotonic() + 60)
+    assert "a.py" in listing.names
+    assert len(runs) == 1
+    unused = Listing(root, [])
+    unused.start(time.monotonic() + 60)
+    unused.close()  # git's run is waited for, not left behind
+    assert len(runs) == 2
+    # Outside git there is nothing to start: the walk lists the tree at the first step.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "c.txt").write_text("c\n")
+    walked = Listing(plain, [])
+    walked.start(time.monotonic() + 60)
+    assert walked.step(time.monotonic() + 60)
+    assert walked.names == ["c.txt"]
+    assert not walked.in_git
+
+
+@pytest.mark.asyncio
+async def test_a_new_sessions_refresh_starts_git_before_it_loads_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.actors import refresher
+    from nodwyn_retrieval.actors._watch import available as watch_available
+    from nodwyn_retrieval.entry import Engine
+
+    root = make_repo(tmp_path / "r", {"a.py": "def alpha_walrus():\n    pass\n"})
+    data, config = tmp_path / "data", tmp_path / "config"
+    async with await Engine.open(root, data_dir=data, config_dir=config) as engine:
+        await engine.index_update()
+    runs = _ls_runs(monkeypatch)
+    seen_at_load: list[int] = []
+    real_load = refresher.load_manifest
+
+    def load(path: Path) -> Any:
+        seen_at_load.append(len(runs))
+        return real_load(path)
+
+    monkeypatch.setattr(refresher, "load_manifest", load)
+    (root / "b.py").write_text("def beta_walrus():\n    pass\n")
+    async with await Engine.open(root, data_dir=data, config_dir=config) as engine:
+        out = await engine.index_search("walrus", "repo")
+        assert sorted(h["path"] for h in out.hits) == ["a.py", "b.py"]
+        assert seen_at_load[:1] == [1]  # git's listing had started when the manifest was loaded
+        assert len(runs) == 1
+        if watch_available():
+            # A later search the watch answers lists nothing: no git is started for it.
+            await engine.index_search("walrus", "repo")
+            assert len(runs) == 1
+
+
+def test_a_listing_started_early_is_not_taken_by_a_step_past_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.store.paths import GitRepo
+
+    root = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    done: list[bytes] = []
+    real = GitRepo.run
+
+    def run(self: GitRepo, *args: str, **kw: Any) -> Any:
+        out = real(self, *args, **kw)
+        if args[:1] == ("ls-files",):
+            done.append(out.stdout)
+        return out
+
+    monkeypatch.setattr(GitRepo, "run", run)
+    listing = Listing(root, [])
+    listing.start(time.monotonic() + 60)
+    give_up = time.monotonic() + 30
+    while not done and time.monotonic() < give_up:
+        time.sleep(0.01)
+    assert done, "git's early run finished"
+    assert not listing.step(time.monotonic() - 1)  # this search's time is up
+    (root / "late.py").write_text("made before the next search\n")
+    assert listing.step(time.monotonic() + 60)  # the next search lists the tree again
+    assert sorted(listing.names) == ["a.py", "late.py"]
+    assert len(done) == 2

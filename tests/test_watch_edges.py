@@ -109,3 +109,45 @@ def test_a_queue_that_overflowed_is_unknown(tmp_path: Path) -> None:
         assert (ch.unknown, ch.touched) == (False, {"a.txt"})
     finally:
         w.close()
+
+
+def test_inotify_is_found_without_a_process_and_else_by_the_librarys_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctypes
+    import ctypes.util
+
+    from nodwyn_retrieval.actors import _watch
+
+    def no_process(name: str) -> str | None:
+        raise AssertionError("find_library runs ldconfig in a new process")
+
+    monkeypatch.setattr(ctypes.util, "find_library", no_process)
+    _watch._lib.cache_clear()
+    try:
+        assert _watch._lib() is not None
+        root = tree(tmp_path)
+        w = TreeWatch(root)
+        try:
+            assert w.watch_dirs(["", "sub"]) is True
+            (root / "a.txt").write_text("a2\n")
+            assert w.drain().touched == {"a.txt"}
+        finally:
+            w.close()
+        # An interpreter whose own symbols lack inotify: the C library is looked up by name.
+        real_cdll = ctypes.CDLL
+        asked: list[str | None] = []
+
+        def cdll(name: str | None, **kw: object) -> ctypes.CDLL:
+            asked.append(name)
+            if name is None:
+                raise OSError("no symbols of its own")
+            return real_cdll(name, use_errno=True)
+
+        monkeypatch.setattr(ctypes, "CDLL", cdll)
+        monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+        _watch._lib.cache_clear()
+        assert _watch._lib() is not None
+        assert asked == [None, "libc.so.6"]
+    finally:
+        _watch._lib.cache_clear()
