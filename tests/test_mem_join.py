@@ -1,0 +1,347 @@
+"""The tasks directory's joined words (store.mem_join): a later search of earlier tasks reads them
+for every task whose log is unchanged, answers exactly as the tasks' own views do, and sees every
+log that changed since they were written."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierSearch
+from nodwyn_retrieval.actors.messages import SearchOutput
+from nodwyn_retrieval.bus import ActorSystem
+from nodwyn_retrieval.errors import Disabled, FormatError
+from nodwyn_retrieval.store import mem_log
+from nodwyn_retrieval.store.config import Config
+from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
+from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, encode_join, join_path
+
+from tests.test_earlier import read, write_task
+
+QUERIES = (
+    "credential binding",
+    "ScrubEnv rename",
+    "lock taken twice",
+    "segment postings",
+    "error undefined test",
+    "the",
+    "zanzibar",
+)
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs count as settled as soon as their .mem is built: a test's logs are written a moment
+    before their first search, inside the racy window (store.mem_log.RACY_NS) that a project's
+    earlier tasks are long out of."""
+    monkeypatch.setattr(mem_log, "RACY_NS", 0)
+
+
+WORDS = [
+    "credential",
+    "binding",
+    "lock",
+    "taken",
+    "twice",
+    "segment",
+    "postings",
+    "error",
+    "undefined",
+    "test",
+    "rename",
+    "ScrubEnv",
+    "the",
+    "of",
+    "a",
+    "reader",
+    "writer",
+    "cache",
+    "index",
+    "merge",
+    "flush",
+    "sort",
+    "docs",
+    "words",
+]
+
+
+def make_tasks(d: Path, n: int = 7, seed: int = 3) -> Path:
+    """n tasks of a few turns each, sharing words in different numbers, a few near-duplicates."""
+    rng = random.Random(seed)
+    for i in range(n):
+        turns: list[list[tuple[str, dict[str, Any]]]] = []
+        for _ in range(rng.randint(1, 4)):
+            said = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
+            out = "\n".join(
+                " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12)))
+                for _ in range(rng.randint(1, 5))
+            )
+            turns.append(
+                [
+                    ("person.message", {"text": said}),
+                    *read(out, f"f{rng.randint(0, 3)}.go"),
+                    ("llm.resp", {"text": f"So {said}."}),
+                ]
+            )
+        write_task(d, f"t{i:02d}", turns, day=1 + i, title=f"task {i}")
+    return d
+
+
+def actor(d: Path) -> EarlierActor:
+    return EarlierActor(d, "p", d.parent / "config", Config())
+
+
+async def search(d: Path, query: str, limit: int = 8, *, allowed: bool = True) -> SearchOutput:
+    async with ActorSystem() as system:
+        ref = system.spawn(actor(d), name="earlier")
+        out = await ref.ask(EarlierSearch(query, limit, allowed))
+    assert isinstance(out, SearchOutput)
+    return out
+
+
+def seen(out: SearchOutput) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    return out.text, out.hits, out.header
+
+
+async def by_views(d: Path, query: str, limit: int = 8) -> SearchOutput:
+    """The search as the tasks' own views answer it: no join there."""
+    join_path(d).unlink(missing_ok=True)
+    return await search(d, query, limit)
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every .mem a search opens."""
+    names: list[str] = []
+    real = MemIndex.open.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[MemIndex], path: Path | str) -> MemIndex:
+        names.append(Path(path).name)
+        return real(cls, path)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(MemIndex, "open", classmethod(spy))
+    return names
+
+
+async def joined(d: Path) -> None:
+    """Searched twice: the .mem files written, then the join."""
+    await search(d, "credential")
+    assert not join_path(d).exists()  # a search that wrote a .mem leaves the join to the next
+    await search(d, "credential")
+    assert join_path(d).exists()
+
+
+# -- the answers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_later_search_reads_the_join_and_no_mem(tmp_path: Path, opened: list[str]) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    opened.clear()
+    out = await search(d, "credential binding")
+    assert out.hits
+    assert opened == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_the_join_gives_the_answers_of_the_tasks_own_views(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks", n=9)
+    await joined(d)
+    for q in QUERIES:
+        for limit in (1, 3, 8, 20):
+            want = seen(await by_views(d, q, limit))
+            assert join_path(d).exists()  # written again by that search
+            assert seen(await search(d, q, limit)) == want, (q, limit)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_tasks_the_join_does_not_hold_rank_with_those_it_does(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    # An unfinished turn after t03's last whole one: t03 is read through its view, with its tail.
+    log = d / "t03.jsonl"
+    last = json.loads(log.read_text().splitlines()[-1])
+    more = {**last, "seq": last["seq"] + 1, "kind": "person.message", "turn": last["turn"] + 1}
+    more["text"] = "zanzibar credential binding"
+    with log.open("a") as f:
+        f.write(json.dumps(more) + "\n")
+    os.utime(log, ns=(4 * 86_400 * 10**9,) * 2)
+    for q in QUERIES:
+        got = seen(await search(d, q))
+        assert got == seen(await by_views(d, q)), q
+    assert any(h["task"] == "t03" for h in (await search(d, "zanzibar")).hits)
+
+
+# -- every log checked ---------------------------------------------------------------------------
+
+
+def append_turn(log: Path, text: str) -> None:
+    lines = log.read_text().splitlines()
+    last = json.loads(lines[-1])
+    seq, turn = last["seq"], last["turn"] + 1
+    base = {"ts": "2026-10-20T09:00:00Z", "turn": turn, "agent": "main"}
+    new = [
+        {**base, "seq": seq + 1, "kind": "person.message", "text": text},
+        {**base, "seq": seq + 2, "kind": "turn.end"},
+    ]
+    log.write_text("\n".join([*lines, *map(json.dumps, new)]) + "\n")
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_log_appended_to_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    append_turn(d / "t02.jsonl", "zanzibar")
+    assert [h["task"] for h in (await search(d, "zanzibar")).hits] == ["t02"]
+    await search(d, "zanzibar")  # joins it again
+    assert Join.open(d) is not None
+    assert [h["task"] for h in (await search(d, "zanzibar")).hits] == ["t02"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_log_changed_or_truncated_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    before = await search(d, "credential binding lock")
+    # t01 rewritten with other words (its size kept), t04 cut to its first turn.
+    log = d / "t01.jsonl"
+    text = log.read_text()
+    log.write_text(text.replace("credential", "zanzibarsk"))
+    cut = d / "t04.jsonl"
+    lines = cut.read_text().splitlines()
+    end = next(i for i, x in enumerate(lines) if json.loads(x)["kind"] == "turn.end")
+    cut.write_text("\n".join(lines[: end + 1]) + "\n")
+    for q in ("credential binding lock", "zanzibarsk"):
+        got = seen(await search(d, q))
+        assert got == seen(await by_views(d, q)), q
+    assert [h["task"] for h in (await search(d, "zanzibarsk")).hits][:1] == ["t01"]
+    assert seen(await search(d, "credential binding lock")) != seen(before)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_removed_or_added_task_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    (d / "t05.jsonl").unlink()
+    write_task(d, "t99", [[("person.message", {"text": "zanzibar credential"})]], day=30)
+    out = await search(d, "credential zanzibar", 20)
+    assert "t05" not in {h["task"] for h in out.hits}
+    assert out.hits[0]["task"] == "t99"
+    assert out.header["tasks"] == 7
+    assert seen(out) == seen(await by_views(d, "credential zanzibar", 20))
+
+
+@pytest.mark.asyncio
+async def test_a_log_changed_within_the_racy_window_is_not_joined(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks", n=3)
+    for _ in range(3):
+        await search(d, "credential")
+    assert not join_path(d).exists()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_the_switch_holds_with_a_join_there(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks", n=3)
+    await joined(d)
+    with pytest.raises(Disabled):
+        await search(d, "credential", allowed=False)
+
+
+# -- a damaged join ------------------------------------------------------------------------------
+
+
+def damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncated":
+        del data[len(data) * 2 // 3 :]
+    elif how == "head":
+        data[20] ^= 0x40
+    elif how == "postings":
+        # The middle of the file is the documents and frequencies: flip a byte in every 512.
+        for i in range(len(data) // 3, len(data) * 2 // 3, 512):
+            data[i] ^= 0x5A
+    elif how == "kept":
+        for i in range(len(data) - 64, len(data)):  # the cards kept from the last task
+            data[i] ^= 0x5A
+    else:
+        data[:] = os.urandom(len(data))
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+@pytest.mark.parametrize("how", ["truncated", "head", "postings", "kept", "garbage"])
+async def test_a_damaged_join_is_written_again_and_never_a_crash(tmp_path: Path, how: str) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    want = {q: seen(await search(d, q, 20)) for q in QUERIES}
+    mems = {p.name: p.read_bytes() for p in d.glob("*.mem")}
+    damage(join_path(d), how)
+    for q in QUERIES:
+        assert seen(await search(d, q, 20)) == want[q], q
+    assert {p.name: p.read_bytes() for p in d.glob("*.mem")} == mems  # no .mem rebuilt
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert len(j.entries) == 7
+
+
+def test_a_join_reads_whole_or_is_refused_with_a_format_error(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks", n=4)
+    parts = []
+    for i in range(4):
+        log = d / f"t{i:02d}.jsonl"
+        with LogView.open(log):
+            pass
+        parts.append((f"t{i:02d}", mem_path(log).read_bytes()))
+    good = encode_join(parts)
+    keys = word_keys(WORDS)
+    rng = random.Random(5)
+    cases = [good[:n] for n in range(0, len(good), max(1, len(good) // 97))]
+    for _ in range(300):
+        b = bytearray(good)
+        b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        cases.append(bytes(b))
+    refused = 0
+    for data in cases:
+        join_path(d).write_bytes(data)
+        try:
+            with Join.open(d) as j:  # type: ignore[union-attr]
+                for e in j.entries.values():
+                    _, where = j.found(e, keys)
+                    for g in where:
+                        j.postings(e, g, 0)
+                    j.lengths(e)
+                    for name in ("doc_event", "ev_seq", "names", "cards"):
+                        j.kept(e, name)
+        except JoinDamaged:
+            refused += 1
+        except FormatError as exc:  # pragma: no cover - the test's failure
+            pytest.fail(f"not a JoinDamaged: {exc!r}")
+    assert refused > len(cases) // 2
+    assert len(good) < sum(len(m) for _, m in parts)  # no word is kept twice
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_search_keeps_no_file_open_after_it(tmp_path: Path) -> None:
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc here")
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    before = {os.readlink(p) for p in fds.iterdir() if p.exists()}
+    await search(d, "credential binding")
+    after = {os.readlink(p) for p in fds.iterdir() if p.exists()}
+    assert str(join_path(d)) not in after
+    assert after <= before | {x for x in after if "socket" in x or "pipe" in x or "anon" in x}
