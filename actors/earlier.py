@@ -50,7 +50,13 @@ from nodwyn_retrieval.retrieval.render import plural
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
-from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS, LogView, MemIndex, mem_path
+from nodwyn_retrieval.store.mem import (
+    LOCK_NAME,
+    LOCK_SECONDS,
+    LogView,
+    MemIndex,
+    mem_path,
+)
 from nodwyn_retrieval.store.mem_join import (
     Join,
     JoinDamaged,
@@ -347,7 +353,6 @@ class EarlierActor(Actor):
     async def search(self, query: str, limit: int, *, person: bool = False) -> SearchOutput:
         """Rank the events of all the project's other tasks as one collection (§9)."""
         tasks = self.tasks(person=person)
-        await self._fold_in_parallel(tasks)
         # The tasks directory's logs are this project's: their reader is known once for all, and
         # their words are joined (store.mem_join).
         plain = NODWYN if plain_dir(self.tasks_dir) else None
@@ -357,6 +362,20 @@ class EarlierActor(Actor):
                 join = Join.open(self.tasks_dir)
             except JoinDamaged as exc:
                 log.info("%s", exc)
+        if join is not None:
+            for t in tasks:
+                e = join.entries.get(t.id)
+                if e is not None and not t.transcript and e.check.covered <= t.size:
+                    t.has_mem = True  # its view finds it in the join (or grown past it)
+        # A search that folds a log (here or in a worker) leaves the join to the next one: a
+        # project's first search is not made longer by it.
+        folds = any(not t.has_mem for t in tasks)
+        try:
+            await self._fold_in_parallel(tasks)
+        except BaseException:
+            if join is not None:
+                join.close()
+            raise
         try:
             try:
                 out, rejoin = await self._search(
@@ -374,7 +393,7 @@ class EarlierActor(Actor):
         finally:
             if join is not None:
                 join.close()
-        if rejoin is not None:
+        if rejoin is not None and not folds:
             self._write_join(rejoin)
         return out
 
@@ -417,9 +436,9 @@ class EarlierActor(Actor):
         """The task's view with its words from the join, when the join holds it as its log and
         ``.mem`` now are; None otherwise (its own view then reads it)."""
         e = join.entries.get(t.id)
-        if e is None or t.transcript or not t.has_mem or not e.serves(t.st):
+        if e is None or t.transcript or not e.serves(t.st):
             return None
-        return LogView(t.log, mem=JoinedMem(join, e, self.tasks_dir), reader=NODWYN)
+        return LogView(t.log, mem=JoinedMem(join, e), reader=NODWYN)
 
     def _to_join(
         self, tasks: list[Task], views: list[LogView], joined: list[bool], join: Join | None
@@ -447,20 +466,30 @@ class EarlierActor(Actor):
         return None
 
     def _write_join(self, tasks: list[Task]) -> None:
-        """Join the tasks' ``.mem`` files (store.mem_join), under the directory's lock, each
-        read again there with its ``stat``; one that no longer reads or is not whole is left
-        out. A join that cannot be written leaves the searches to the tasks' own views."""
+        """Join the tasks (store.mem_join) under the directory's lock: each task's ``.mem`` read
+        again there, or taken from the join as it holds it when the task has no ``.mem`` file
+        (a ``.mem`` that no longer reads or is not whole is left out); the ``.mem`` files joined
+        are then removed, a view finding them in the join. A join that cannot be written
+        leaves them where they are."""
         path = join_path(self.tasks_dir)
         try:
             with file_lock(self.tasks_dir / LOCK_NAME, timeout=LOCK_SECONDS):
-                parts: list[tuple[str, bytes]] = []
-                for t in tasks:
-                    got = _read_mem(self.tasks_dir / f"{t.id}.mem")
-                    if got is not None:
-                        parts.append((t.id, got))
-                if not parts:
-                    return
-                write_atomic(path, encode_join(parts), sync=False)
+                try:
+                    old = Join.open(self.tasks_dir)
+                except JoinDamaged:
+                    old = None
+                try:
+                    parts = [p for t in tasks if (p := _part(self.tasks_dir, t.id, old))]
+                    if not parts:
+                        return
+                    data = encode_join(parts, old)
+                finally:
+                    if old is not None:
+                        old.close()
+                write_atomic(path, data, sync=False)
+                for tid, loose in parts:
+                    if loose is not None:
+                        (self.tasks_dir / f"{tid}.mem").unlink(missing_ok=True)
         except (OSError, TimeoutError, RetrievalError) as exc:
             log.warning("cannot write %s: %s", path, exc)
 
@@ -547,15 +576,24 @@ def _joinable(view: LogView, t: Task) -> bool:
     )
 
 
-def _read_mem(path: Path) -> bytes | None:
-    """A ``.mem``'s bytes, if it reads and covers its whole log as it was."""
+def _part(tasks_dir: Path, tid: str, old: Join | None) -> tuple[str, bytes | None] | None:
+    """A task to join: its ``.mem`` file's bytes when it reads and covers its whole log as it
+    was; None as the bytes when it has no file and the join ``old`` holds it; None when
+    neither."""
+    path = tasks_dir / f"{tid}.mem"
     try:
         data = path.read_bytes()
-        mem = MemIndex.from_bytes(data)
-    except (OSError, FormatError) as exc:
+    except FileNotFoundError:
+        return (tid, None) if old is not None and tid in old.entries else None
+    except OSError as exc:
         log.info("not joining %s: %s", path, exc)
         return None
-    return data if mem.covered == mem.check.size else None
+    try:
+        mem = MemIndex.from_bytes(data)
+    except FormatError as exc:
+        log.info("not joining %s: %s", path, exc)
+        return None
+    return (tid, data) if mem.covered == mem.check.size else None
 
 
 def _remove(path: Path) -> None:

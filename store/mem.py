@@ -105,6 +105,7 @@ from nodwyn_retrieval.store.mem_format import (
     MemIndex,
     postings_of,
 )
+from nodwyn_retrieval.store.mem_join import joined_mem
 from nodwyn_retrieval.store.mem_log import (
     HEAD_BYTES,
     RACY_NS,
@@ -235,7 +236,12 @@ class LogView:
         try:
             mem = MemIndex.open(mpath)
         except FileNotFoundError:
-            return None, "missing"
+            # A settled task's .mem may live in its directory's join instead (store.mem_join),
+            # checked against the log below as the file would be.
+            joined = joined_mem(self.path, st) if self.reader is NODWYN else None
+            if joined is None:
+                return None, "missing"
+            mem = joined
         except FormatError as exc:
             log.info("%s: %s", mpath, exc)
             return None, str(exc)

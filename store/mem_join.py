@@ -38,6 +38,7 @@ its block check). The file is mapped: only the pages a search reads are read.
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import struct
@@ -45,6 +46,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,8 +54,9 @@ from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY
 from nodwyn_retrieval.retrieval.events import EVENTS_VERSION
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION
+from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.codec import HEADER
-from nodwyn_retrieval.store.mem_fold import U32, U64, Fold, word_key
+from nodwyn_retrieval.store.mem_fold import I64, U32, U64, Fold, word_key
 from nodwyn_retrieval.store.mem_format import (
     VERSION as MEM_VERSION,
 )
@@ -74,7 +77,10 @@ __all__ = [
     "JoinedMem",
     "encode_join",
     "join_path",
+    "joined_mem",
 ]
+
+log = logging.getLogger("nodwyn_retrieval.store.mem_join")
 
 JOIN_NAME = "earlier.join"
 """The joined words' file in the tasks directory."""
@@ -94,6 +100,8 @@ _REST = (
     "cards",
 )
 """The sections of each task's ``.mem`` the join keeps as they are, with their CRCs."""
+_WHOLE = frozenset({"ids", "tasks", "doc_len"})
+"""The sections a search reads whole, checked by their CRC."""
 _S = {name: i for i, name in enumerate(_SECTIONS)}
 _HEAD = struct.Struct(
     "<"
@@ -126,7 +134,9 @@ _TASK = struct.Struct(
     "Q"  # events
     "Q"  # cards
     "Q"  # first_seq
-    "Q" + "QQI" * len(_REST)  # last_seq  # each kept section's offset in rest, length and CRC
+    "Q"  # last_seq
+    "Q"  # skipped: the log's lines that are not events
+    "Q" + "QQI" * len(_REST)  # total_length  # each kept section's offset in rest, length and CRC
 )
 _POFF_PAIR = struct.Struct("<II")
 _U16 = struct.Struct("<H")
@@ -161,65 +171,116 @@ def _key_fold(key: int) -> int:
 # -- writing -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Part:
-    """One task's ``.mem`` as the join takes it."""
+    """One task as the join takes it: its head's figures, the sections kept as they are, and
+    its documents' lengths; its postings are the ``.mem``'s fold's (``fold``) or the old join's
+    (``entry``)."""
 
     id: str
-    mem: MemIndex
-    crc: int
-    """The CRC of its head."""
+    head: tuple[Any, ...]
+    """The task row's figures before the kept sections (_TASK)."""
+    kept: list[bytes]
+    doc_len: npt.NDArray[np.int64]
+    fold: Fold | None = None
+    entry: JoinEntry | None = None
 
 
-def encode_join(parts: Sequence[tuple[str, bytes]]) -> bytes:
-    """The join of the tasks' ``.mem`` files, ``(task id, the .mem's bytes)`` each, in the order
-    a search ranks them. FormatError when one of them does not read; ValueError for an id that
-    holds a newline."""
+def _from_mem(tid: str, data: bytes) -> _Part:
+    mem = MemIndex.from_bytes(data)
+    (crc,) = _CRC.unpack_from(data, HEADER.size)
+    f = mem.fold()  # every section checked
+    c = mem.check
+    head = (
+        *(mem.covered, c.head_sha, c.tail_sha, c.ino, c.size, c.mtime_ns, c.ctime_ns, c.built_ns),
+        *(crc, mem.n_docs, mem.n_events, mem.n_cards, mem.first_seq, mem.last_seq),
+        *(mem.skipped, mem.total_length),
+    )
+    kept = [mem._section(name) for name in _REST]
+    return _Part(tid, head, kept, f.doc_len, fold=f)
+
+
+def _from_join(join: Join, e: JoinEntry) -> _Part:
+    c = e.check
+    head = (
+        *(c.covered, c.head_sha, c.tail_sha, c.ino, c.size, c.mtime_ns, c.ctime_ns),
+        *(c.built_ns, e.mem_crc, e.n_docs, e.n_events, e.n_cards, e.first_seq, e.last_seq),
+        *(e.skipped, e.total_length),
+    )
+    kept = [join.kept(e, name) for name in _REST]
+    return _Part(e.id, head, kept, join.lengths(e).astype(np.int64), entry=e)
+
+
+def _small_uint(top: int) -> type[np.unsignedinteger[Any]]:
+    """The narrowest unsigned type holding 0..top (a stable sort of it is a radix sort)."""
+    return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32
+
+
+def encode_join(tasks: Sequence[tuple[str, bytes | None]], old: Join | None = None) -> bytes:
+    """The join of the tasks, in the order a search ranks them: ``(task id, its .mem's bytes)``
+    each, or ``(task id, None)`` for a task taken from ``old`` as it holds it. FormatError when
+    one of them does not read; ValueError for an id that is empty or holds a newline, or one to
+    take from a join that does not hold it."""
     taken: list[_Part] = []
-    for tid, data in parts:
+    for tid, data in tasks:
         if "\n" in tid or not tid:
             raise ValueError(f"task id {tid!r} cannot be joined")
-        mem = MemIndex.from_bytes(data)
-        (crc,) = _CRC.unpack_from(data, HEADER.size)
-        taken.append(_Part(tid, mem, crc))
-    keys_parts: list[U64] = []
-    folds = []
-    for p in taken:
-        f = p.mem.fold()
-        folds.append(f)
-        keys_parts.append(f.keys)
-    all_keys: U64 = np.unique(np.concatenate(keys_parts)) if keys_parts else np.zeros(0, np.uint64)
+        if data is not None:
+            taken.append(_from_mem(tid, data))
+        elif old is not None and tid in old.entries:
+            taken.append(_from_join(old, old.entries[tid]))
+        else:
+            raise ValueError(f"task {tid} is to be taken from a join that does not hold it")
+    bases = np.cumsum([0, *(int(p.doc_len.shape[0]) for p in taken)])
+    d = int(bases[-1])
+    olds = [(i, p.entry) for i, p in enumerate(taken) if p.entry is not None]
+    z = np.zeros(0, dtype=np.int64)
+    sets = [p.fold.keys for p in taken if p.fold is not None]
+    if olds and old is not None:
+        o_keys, o_words, o_docs, o_tfs = old.all_words()  # every block checked
+        sets.append(o_keys)
+    all_keys: U64 = np.unique(np.concatenate(sets)) if sets else z.astype(np.uint64)
     k = int(all_keys.shape[0])
     words: list[npt.NDArray[np.int64]] = []
     docs: list[npt.NDArray[np.int64]] = []
     tfs: list[npt.NDArray[np.int64]] = []
-    lens: list[npt.NDArray[np.int64]] = []
-    base = 0
-    for f in folds:
-        gw = np.searchsorted(all_keys, f.keys).astype(np.int64)
-        words.append(gw[f.pair_word])
-        docs.append(f.pair_doc + base)
-        tfs.append(f.pair_tf)
-        lens.append(f.doc_len)
-        base += int(f.doc_len.shape[0])
-    z = np.zeros(0, dtype=np.int64)
+    if olds and old is not None:
+        # The old join's postings of the tasks kept, renumbered where they now are.
+        n_old = len(old.entries)
+        task_of = np.repeat(np.arange(n_old), np.diff(old._bases))[o_docs]
+        shift = np.zeros(n_old, dtype=np.int64)
+        keep = np.zeros(n_old, dtype=bool)
+        for i, e in olds:
+            shift[e.index] = int(bases[i]) - e.base
+            keep[e.index] = True
+        mine = keep[task_of]
+        words.append(np.searchsorted(all_keys, o_keys).astype(np.int64)[o_words[mine]])
+        docs.append(o_docs[mine] + shift[task_of[mine]])
+        tfs.append(o_tfs[mine])
+    for i, p in enumerate(taken):
+        f = p.fold
+        if f is not None:
+            words.append(np.searchsorted(all_keys, f.keys).astype(np.int64)[f.pair_word])
+            docs.append(f.pair_doc + int(bases[i]))
+            tfs.append(f.pair_tf)
     pw = np.concatenate(words) if words else z
     pd = np.concatenate(docs) if docs else z
     pt = np.concatenate(tfs) if tfs else z
-    # Each task's pairs are in (word, document) order and the tasks' documents follow each
-    # other: a stable sort by word alone leaves every word's documents ascending.
-    order = np.argsort(pw.astype(np.uint32 if k >= 1 << 16 else np.uint16), kind="stable")
-    pw, pd, pt = pw[order], pd[order], pt[order]
+    if pw.size > 1:
+        sw, sd = np.diff(pw), np.diff(pd)
+        if not bool(np.all((sw > 0) | ((sw == 0) & (sd > 0)))):
+            # By document, then (stably) by word: every word's documents ascending.
+            order = np.argsort(pd.astype(_small_uint(d)), kind="stable")
+            order = order[np.argsort(pw[order].astype(_small_uint(k)), kind="stable")]
+            pw, pd, pt = pw[order], pd[order], pt[order]
     counts = np.bincount(pw, minlength=k).astype(np.int64)
     poff = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(counts, out=poff[1:])
-    d = base
     dw = 2 if d <= 1 << 16 else 4
     top = int(pt.max()) if pt.size else 0
     tw = 1 if top < 1 << 8 else 2 if top < 1 << 16 else 4
     width = np.full(k, tw, dtype=np.int64)
-    block = counts * (dw + tw)
-    checks = _block_checks(pd, pt, counts, width, block).astype(np.uint64)
+    checks = _block_checks(pd, pt, counts, width, counts * (dw + tw)).astype(np.uint64)
     kf = all_keys ^ (all_keys >> np.uint64(32))
     kf = (kf ^ (kf >> np.uint64(16))) & np.uint64(0xFFFF)
     bcheck = (checks ^ kf).astype("<u2")
@@ -227,31 +288,11 @@ def encode_join(parts: Sequence[tuple[str, bytes]]) -> bytes:
     rest = bytearray()
     rows: list[bytes] = []
     for p in taken:
-        kept: list[int] = []
-        for name in _REST:
-            data = p.mem._section(name)  # checked by its CRC
-            kept += [len(rest), len(data), zlib.crc32(data)]
+        where: list[int] = []
+        for data in p.kept:
+            where += [len(rest), len(data), zlib.crc32(data)]
             rest += data
-        c = p.mem.check
-        rows.append(
-            _TASK.pack(
-                p.mem.covered,
-                c.head_sha,
-                c.tail_sha,
-                c.ino,
-                c.size,
-                c.mtime_ns,
-                c.ctime_ns,
-                c.built_ns,
-                p.crc,
-                p.mem.n_docs,
-                p.mem.n_events,
-                p.mem.n_cards,
-                p.mem.first_seq,
-                p.mem.last_seq,
-                *kept,
-            )
-        )
+        rows.append(_TASK.pack(*p.head, *where))
     sections = [
         ids,
         b"".join(rows),
@@ -260,27 +301,21 @@ def encode_join(parts: Sequence[tuple[str, bytes]]) -> bytes:
         bcheck.tobytes(),
         pd.astype(_DOC_DTYPES[dw]).tobytes(),
         pt.astype(_TF_DTYPES[tw]).tobytes(),
-        (np.concatenate(lens) if lens else z).astype("<u4").tobytes(),
+        (np.concatenate([p.doc_len for p in taken]) if taken else z).astype("<u4").tobytes(),
         bytes(rest),
     ]
     body = bytearray()
     entries: list[int] = []
-    for s in sections:
+    for name, sec in zip(_SECTIONS, sections, strict=True):
         body += b"\0" * (_align(len(body)) - len(body))
-        entries += [len(body), len(s), zlib.crc32(s)]
-        body += s
+        # The sections read whole have a CRC; the words' blocks have their own checks, and so
+        # has each section kept in rest.
+        entries += [len(body), len(sec), zlib.crc32(sec) if name in _WHOLE else 0]
+        body += sec
     head = _HEAD.pack(
-        len(taken),
-        k,
-        int(pd.shape[0]),
-        d,
-        dw,
-        tw,
-        WORDS_VERSION,
-        EVENTS_VERSION,
-        MEM_VERSION,
+        len(taken), k, int(pd.shape[0]), d, dw, tw, WORDS_VERSION, EVENTS_VERSION, MEM_VERSION,
         *entries,
-    )
+    )  # fmt: skip
     out = bytearray(HEADER.pack(MAGIC, VERSION, 0))
     out += _CRC.pack(zlib.crc32(head)) + head
     out += b"\0" * (_align(len(out)) - len(out))
@@ -308,6 +343,8 @@ class JoinEntry:
     n_cards: int
     first_seq: int
     last_seq: int
+    skipped: int
+    total_length: int
     rest: tuple[int, ...]
     """Each kept section's offset in ``rest``, length and CRC, three by three (_REST's order)."""
 
@@ -364,6 +401,50 @@ class Join:
             with contextlib.suppress(BufferError):
                 self._buf.close()
 
+    def discard(self) -> None:
+        """Remove the file, found damaged (under the directory's lock): the next search writes
+        it again, and each task is read through its own view until then."""
+        if self.path is not None:
+            _discard(self.path.parent)
+
+    def all_words(self) -> tuple[U64, I64, I64, I64]:
+        """Every posting of the join: the keys (ascending), and each posting's word (an index
+        into them), document and frequency, by word then document. Every block is checked."""
+        k, p, dw, tw = self.n_words, self.n_postings, self._dw, self._tw
+        buf = self._buf
+        keys = np.frombuffer(buf, dtype="<u8", count=k, offset=self._at[_S["keys"]]).copy()
+        poff = np.frombuffer(buf, dtype="<u4", count=k + 1, offset=self._at[_S["poff"]])
+        poff = poff.astype(np.int64)
+        bcheck = np.frombuffer(buf, dtype="<u2", count=k, offset=self._at[_S["bcheck"]])
+        bcheck = bcheck.astype(np.uint64)
+        docs = np.frombuffer(buf, dtype=_DOC_DTYPES[dw], count=p, offset=self._at[_S["docs"]])
+        docs = docs.astype(np.int64)
+        tfs = np.frombuffer(buf, dtype=_TF_DTYPES[tw], count=p, offset=self._at[_S["tfs"]])
+        tfs = tfs.astype(np.int64)
+        counts = np.diff(poff)
+        if k and (int(poff[0]) != 0 or int(poff[-1]) != p or bool(np.any(counts <= 0))):
+            raise _bad("word entries are not a partition of the postings")
+        if k and bool(np.any(keys[1:] <= keys[:-1])):
+            raise _bad("keys are not ascending")
+        if docs.size and (int(docs.max()) >= self.n_docs or int(tfs.max()) > MAX_QUANTITY):
+            raise _bad("posting is out of range")
+        width = np.full(k, tw, dtype=np.int64)
+        kf = keys ^ (keys >> np.uint64(32))
+        kf = (kf ^ (kf >> np.uint64(16))) & np.uint64(0xFFFF)
+        got = _block_checks(docs, tfs, counts, width, counts * (dw + tw)).astype(np.uint64)
+        if not np.array_equal(got ^ kf, bcheck):
+            raise _bad("postings fail their checks")
+        words = np.repeat(np.arange(k, dtype=np.int64), counts)
+        return keys, words, docs, tfs
+
+    def task_words(self, e: JoinEntry) -> tuple[U64, I64, I64, I64]:
+        """One task's words as its ``.mem``'s fold holds them: its keys (ascending), and each
+        posting's word (an index into them), document and frequency, by word then document."""
+        keys, words, docs, tfs = self.all_words()
+        mine = (docs >= e.base) & (docs < e.base + e.n_docs)
+        ids, pair_word = np.unique(words[mine], return_inverse=True)
+        return keys[ids], pair_word.astype(np.int64), docs[mine] - e.base, tfs[mine]
+
     def __enter__(self) -> Join:
         return self
 
@@ -419,7 +500,19 @@ class Join:
                 raise _bad("tasks are not distinct, or their counts are off")
             check = LogCheck(cov, hs, ts, lino, lsize, lm, lc, built)
             entries[tid] = JoinEntry(
-                i, tid, at, check, mcrc, n_docs, n_events, n_cards, row[12], row[13], row[14:]
+                i,
+                tid,
+                at,
+                check,
+                mcrc,
+                n_docs,
+                n_events,
+                n_cards,
+                row[12],
+                row[13],
+                row[14],
+                row[15],
+                row[16:],
             )
             bases.append(at)
             at += n_docs
@@ -571,18 +664,17 @@ _REST_LENGTHS = {
 
 
 class JoinedMem(MemIndex):
-    """A task's ``.mem`` as a search of the earlier tasks sees it, read from the join: the
-    words, postings and lengths from the joined words, the events, names and cards from the
-    sections kept from its ``.mem`` (read and checked by MemIndex's own code). Only
-    :meth:`fold` reads the task's ``.mem`` itself, checked to be the one joined
-    (:class:`JoinDamaged` otherwise)."""
+    """A task's ``.mem`` read from the join: the words, postings and lengths from the joined
+    words, the events, names and cards from the sections kept from its ``.mem`` (read and
+    checked by MemIndex's own code), its fold (to extend it) from both. Anything off in the join
+    is :class:`JoinDamaged`, and the join is removed: the task is then read from its log."""
 
-    def __init__(self, join: Join, entry: JoinEntry, tasks_dir: Path) -> None:
+    def __init__(self, join: Join, entry: JoinEntry, *, owns: bool = False) -> None:
         self._join = join
         self._je = entry
-        self._dir = tasks_dir
+        self._owns = owns
         self._buf = b""
-        self.path = None
+        self.path = join.path
         self._names = None
         self._cards_raw = None
         self._events = None
@@ -596,27 +688,38 @@ class JoinedMem(MemIndex):
         self.n_words = 0
         self.n_cards = entry.n_cards
         self.check = entry.check
-        self.total_length = 0
-        self.skipped = 0
+        self.total_length = entry.total_length
+        self.skipped = entry.skipped
         self.doc_width = 4
 
     def __repr__(self) -> str:
         return f"<JoinedMem {self._je.id}: {self.n_docs:,} documents>"
 
     def close(self) -> None:
-        pass  # the join is closed by whoever opened it
+        if self._owns:
+            self._join.close()
+
+    def _damaged(self, exc: JoinDamaged) -> JoinDamaged:
+        self._join.discard()
+        return exc
 
     def _section(self, name: str) -> bytes:
-        data = self._join.kept(self._je, name)
-        want = _REST_LENGTHS.get(name)
-        if want is not None and len(data) != want(self):
-            raise _bad(f"section {name} of task {self._je.id} is not the length its counts say")
+        try:
+            data = self._join.kept(self._je, name)
+            want = _REST_LENGTHS.get(name)
+            if want is not None and len(data) != want(self):
+                raise _bad(f"section {name} of task {self._je.id} is not its counts' length")
+        except JoinDamaged as exc:
+            raise self._damaged(exc) from None
         return data
 
     # -- the words, from the join -------------------------------------------------------------
 
     def found_keys(self, keys: U64) -> tuple[list[int], list[int]]:
-        return self._join.found(self._je, keys)
+        try:
+            return self._join.found(self._je, keys)
+        except JoinDamaged as exc:
+            raise self._damaged(exc) from None
 
     def find_keys(self, keys: U64) -> npt.NDArray[np.int64]:
         out = np.full(keys.shape[0], -1, dtype=np.int64)
@@ -627,14 +730,20 @@ class JoinedMem(MemIndex):
     def postings_many(
         self, wanted: Sequence[tuple[int, list[int], list[int]]], base: int
     ) -> list[int]:
-        for g, docs, tfs in wanted:
-            d, t = self._join.postings(self._je, g, base)
-            docs.extend(d)
-            tfs.extend(t)
+        try:
+            for g, docs, tfs in wanted:
+                d, t = self._join.postings(self._je, g, base)
+                docs.extend(d)
+                tfs.extend(t)
+        except JoinDamaged as exc:
+            raise self._damaged(exc) from None
         return []
 
     def postings_at(self, i: int) -> tuple[U32, U32]:
-        d, t = self._join.postings(self._je, i, 0)
+        try:
+            d, t = self._join.postings(self._je, i, 0)
+        except JoinDamaged as exc:
+            raise self._damaged(exc) from None
         return np.array(d, dtype=np.uint32), np.array(t, dtype=np.uint32)
 
     def postings(self, word: str, key: int | None = None) -> tuple[U32, U32]:
@@ -648,13 +757,61 @@ class JoinedMem(MemIndex):
         return self._join.lengths(self._je)
 
     def fold(self) -> Fold:
-        """The task's own ``.mem``'s fold, when it is the one joined."""
+        """Everything the task's ``.mem`` held, as a fold to extend (MemIndex.fold's)."""
         try:
-            mem = MemIndex.open(self._dir / f"{self._je.id}.mem")
-        except FileNotFoundError:
-            raise _bad(f"task {self._je.id}'s .mem is gone since it was joined") from None
-        with mem:
-            (crc,) = _CRC.unpack_from(mem._buf, HEADER.size)
-            if crc != self._je.mem_crc:
-                raise _bad(f"task {self._je.id}'s .mem is not the one joined")
-            return mem.fold()
+            keys, pair_word, pair_doc, pair_tf = self._join.task_words(self._je)
+        except JoinDamaged as exc:
+            raise self._damaged(exc) from None
+        ev = self.events()
+        return Fold(
+            keys=keys,
+            pair_doc=pair_doc,
+            pair_word=pair_word,
+            pair_tf=pair_tf,
+            doc_len=self.lengths().astype(np.int64),
+            doc_event=self.doc_events().astype(np.int64),
+            ev={
+                "ev_seq": ev.seq,
+                "ev_off": ev.off,
+                "ev_len": ev.length,
+                "ev_turn": ev.turn,
+                "ev_kind": ev.kind,
+                "ev_agent": ev.agent,
+            },
+            kinds=list(self.kinds),
+            agents=list(self.agents),
+            cards=self.cards(),
+        )
+
+
+def joined_mem(log_path: Path, st: os.stat_result) -> JoinedMem | None:
+    """The ``.mem`` of a log of a tasks directory as its directory's join holds it, when the
+    join holds that log (its ``.mem``'s check then decides, as for the file's); None otherwise.
+    A join that does not read is removed."""
+    name = log_path.name
+    if not name.endswith(".jsonl"):
+        return None
+    try:
+        join = Join.open(log_path.parent)
+    except JoinDamaged as exc:
+        log.info("%s", exc)
+        _discard(log_path.parent)
+        return None
+    if join is None:
+        return None
+    e = join.entries.get(name[: -len(".jsonl")])
+    if e is None or st.st_size < e.check.covered:
+        join.close()
+        return None
+    return JoinedMem(join, e, owns=True)
+
+
+def _discard(tasks_dir: Path) -> None:
+    from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS  # noqa: PLC0415
+
+    path = join_path(tasks_dir)
+    try:
+        with file_lock(tasks_dir / LOCK_NAME, timeout=LOCK_SECONDS):
+            path.unlink(missing_ok=True)
+    except (OSError, TimeoutError) as exc:
+        log.warning("cannot remove %s: %s", path, exc)

@@ -10,15 +10,22 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierSearch
+from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
 from nodwyn_retrieval.actors.messages import SearchOutput
 from nodwyn_retrieval.bus import ActorSystem
 from nodwyn_retrieval.errors import Disabled, FormatError
 from nodwyn_retrieval.store import mem_log
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
-from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, encode_join, join_path
+from nodwyn_retrieval.store.mem_join import (
+    Join,
+    JoinDamaged,
+    JoinedMem,
+    encode_join,
+    join_path,
+)
 
 from tests.test_earlier import read, write_task
 
@@ -108,9 +115,13 @@ def seen(out: SearchOutput) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
 
 
 async def by_views(d: Path, query: str, limit: int = 8) -> SearchOutput:
-    """The search as the tasks' own views answer it: no join there."""
+    """The search as the tasks' own views answer it: no join there (each .mem is built again
+    from its log), then the join written again by the next search."""
     join_path(d).unlink(missing_ok=True)
-    return await search(d, query, limit)
+    out = await search(d, query, limit)
+    await search(d, query, limit)
+    assert join_path(d).exists()
+    return out
 
 
 @pytest.fixture
@@ -128,11 +139,13 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 async def joined(d: Path) -> None:
-    """Searched twice: the .mem files written, then the join."""
+    """Searched twice: the .mem files written, then the join (which takes them in)."""
     await search(d, "credential")
     assert not join_path(d).exists()  # a search that wrote a .mem leaves the join to the next
+    assert list(d.glob("*.mem"))
     await search(d, "credential")
     assert join_path(d).exists()
+    assert not list(d.glob("*.mem"))
 
 
 # -- the answers ---------------------------------------------------------------------------------
@@ -157,7 +170,6 @@ async def test_the_join_gives_the_answers_of_the_tasks_own_views(tmp_path: Path)
     for q in QUERIES:
         for limit in (1, 3, 8, 20):
             want = seen(await by_views(d, q, limit))
-            assert join_path(d).exists()  # written again by that search
             assert seen(await search(d, q, limit)) == want, (q, limit)
 
 
@@ -287,11 +299,9 @@ async def test_a_damaged_join_is_written_again_and_never_a_crash(tmp_path: Path,
     d = make_tasks(tmp_path / "tasks")
     await joined(d)
     want = {q: seen(await search(d, q, 20)) for q in QUERIES}
-    mems = {p.name: p.read_bytes() for p in d.glob("*.mem")}
     damage(join_path(d), how)
     for q in QUERIES:
         assert seen(await search(d, q, 20)) == want[q], q
-    assert {p.name: p.read_bytes() for p in d.glob("*.mem")} == mems  # no .mem rebuilt
     with Join.open(d) as j:  # type: ignore[union-attr]
         assert len(j.entries) == 7
 
@@ -345,3 +355,78 @@ async def test_a_search_keeps_no_file_open_after_it(tmp_path: Path) -> None:
     after = {os.readlink(p) for p in fds.iterdir() if p.exists()}
     assert str(join_path(d)) not in after
     assert after <= before | {x for x in after if "socket" in x or "pipe" in x or "anon" in x}
+
+
+# -- the .mem files taken in ---------------------------------------------------------------------
+
+
+def folds_equal(a: Any, b: Any) -> None:
+    for name in ("keys", "pair_doc", "pair_word", "pair_tf", "doc_len", "doc_event"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.ev.keys() == b.ev.keys()
+    for name in a.ev:
+        assert np.array_equal(a.ev[name], b.ev[name]), name
+    assert (a.kinds, a.agents, a.cards) == (b.kinds, b.agents, b.cards)
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_the_join_takes_the_mem_files_in_and_holds_what_they_held(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await search(d, "credential")
+    files = {p.stem: p.read_bytes() for p in d.glob("*.mem")}
+    await search(d, "credential")
+    assert not list(d.glob("*.mem"))
+    assert join_path(d).stat().st_size < sum(map(len, files.values()))  # smaller on disk
+    for tid, data in files.items():
+        log = d / f"{tid}.jsonl"
+        with LogView.open(log, write=False) as view:
+            assert isinstance(view.mem, JoinedMem)
+            assert not view.wrote
+            mem = MemIndex.from_bytes(data)
+            folds_equal(view.mem.fold(), mem.fold())
+            assert (view.mem.skipped, view.mem.total_length) == (mem.skipped, mem.total_length)
+        assert not mem_path(log).exists()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_joined_task_is_recalled_from_the_join(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    hit = (await search(d, "credential binding")).hits[0]
+    async with ActorSystem() as system:
+        ref = system.spawn(actor(d), name="earlier")
+        out = await ref.ask(EarlierRecall(hit["task"], hit["seq"], None, None, True))
+    assert out.text.splitlines()[0].startswith(f"seq {hit['seq']} of task {hit['task']}")
+    assert not list(d.glob("*.mem"))  # read from the join, nothing written
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_joined_task_that_grew_is_extended_from_the_join(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    log = d / "t02.jsonl"
+    append_turn(log, "zanzibar credential")
+    with LogView.open(log) as view:
+        assert view.wrote
+    grown = MemIndex.open(mem_path(log))
+    alone = tmp_path / "alone" / "t02.jsonl"
+    alone.parent.mkdir()
+    alone.write_bytes(log.read_bytes())
+    with LogView.open(alone) as view:
+        assert view.mem is not None
+        folds_equal(grown.fold(), view.mem.fold())
+    grown.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_without_its_join_a_task_whose_mem_it_held_is_built_again(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    want = seen(await search(d, "credential binding"))
+    join_path(d).unlink()
+    assert seen(await search(d, "credential binding")) == want
+    assert len(list(d.glob("*.mem"))) == 7
