@@ -10,6 +10,14 @@ off (store.mem.LogView); the events of all of them are ranked as one collection
 task first so that a tie goes to it. A search decodes the postings of its own words only and keeps
 nothing after: no index stays in this process between searches.
 
+The settled tasks' ``.mem`` files are joined in one file of the directory (store.mem_join:
+``earlier.join``), which holds every task's words once: a later search finds each of its words
+and reads its postings once for all of them, and reads nothing of the tasks' own files. A task is
+read from the join only while its log's ``stat`` shows it unchanged by its ``.mem``'s own rule
+and holds nothing after it; any other (changed, grown, cut, new) is read through its own view, and
+a join that does not read is removed and written again. The join is written after a search that
+folded nothing, when a task it does not hold is settled; it takes their ``.mem`` files in.
+
 The switch (§9): the engine reads ``earlier_tasks`` from ``workspaces.toml`` at every call and
 passes it as ``allowed``. Off, a search and a recall with a task are refused with how a person turns
 it on, so the model can ask. A person's own ``memory search`` and ``memory recall`` (``person``)
