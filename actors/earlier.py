@@ -453,8 +453,9 @@ class EarlierActor(Actor):
     ) -> list[Task] | None:
         """The tasks to join after this search, when the join should be written again: a task
         it does not serve could be joined now (its ``.mem`` whole, its log unchanged by the
-        ``.mem``'s rule), or it holds many tasks that are gone. None when it stays as it is,
-        and when this search wrote a ``.mem`` (the next one joins it)."""
+        ``.mem``'s rule), or a task it holds is gone with its log (its words and cards go with
+        it). None when it stays as it is, and when this search wrote a ``.mem`` (the next one
+        joins it); an empty list when it should go."""
         if any(v.wrote for v in views):
             return None
         take: list[Task] = []
@@ -465,11 +466,14 @@ class EarlierActor(Actor):
             elif not t.transcript and _joinable(v, t):
                 take.append(t)
                 new += 1
-        if not take:
-            return None
         listed = {t.id for t in tasks}
-        gone = len(join.entries.keys() - listed) if join is not None else 0
-        if join is None or new or gone > max(1, len(join.entries) // 4):
+        # A task not listed may be the current one (a person's search lists it): gone only when
+        # its log is.
+        gone = join is not None and any(
+            not (self.tasks_dir / f"{tid}{LOG_SUFFIX}").exists()
+            for tid in join.entries.keys() - listed
+        )
+        if new or gone or (join is None and take):
             return take
         return None
 
@@ -488,12 +492,13 @@ class EarlierActor(Actor):
                     old = None
                 try:
                     parts = [p for t in tasks if (p := _part(self.tasks_dir, t.id, old))]
-                    if not parts:
-                        return
-                    data = encode_join(parts, old)
+                    data = encode_join(parts, old) if parts else None
                 finally:
                     if old is not None:
                         old.close()
+                if data is None:
+                    path.unlink(missing_ok=True)
+                    return
                 write_atomic(path, data, sync=False)
                 for tid, loose in parts:
                     if loose is not None:

@@ -251,7 +251,27 @@ async def test_a_removed_or_added_task_is_seen_by_the_next_search(tmp_path: Path
     assert "t05" not in {h["task"] for h in out.hits}
     assert out.hits[0]["task"] == "t99"
     assert out.header["tasks"] == 7
+    await search(d, "credential")  # joins t99, and leaves t05 out
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert "t05" not in j.entries
+        assert "t99" in j.entries
     assert seen(out) == seen(await by_views(d, "credential zanzibar", 20))
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_removed_task_leaves_the_join_at_the_next_search(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks", n=3)
+    await joined(d)
+    (d / "t01.jsonl").unlink()
+    out = await search(d, "credential binding", 20)
+    assert "t01" not in {h["task"] for h in out.hits}
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert sorted(j.entries) == ["t00", "t02"]
+    for tid in ("t00", "t02"):
+        (d / f"{tid}.jsonl").unlink()
+    assert (await search(d, "credential")).hits == []
+    assert not join_path(d).exists()
 
 
 @pytest.mark.asyncio
