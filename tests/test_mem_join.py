@@ -450,3 +450,33 @@ async def test_without_its_join_a_task_whose_mem_it_held_is_built_again(tmp_path
     join_path(d).unlink()
     assert seen(await search(d, "credential binding")) == want
     assert len(list(d.glob("*.mem"))) == 7
+
+
+def test_a_join_of_many_documents_and_words_holds_each_tasks_fold(tmp_path: Path) -> None:
+    # Past 256 documents and 256 words, so that sorting the postings needs more than a byte.
+    d = tmp_path / "tasks"
+    for t in range(3):
+        turns = [
+            [("person.message", {"text": f"w{t}x{i} w{i % 300}y common {'more ' * (i % 5)}"})]
+            for i in range(320)
+        ]
+        write_task(d, f"t{t}", turns, day=1 + t)
+    mems = []
+    for t in (2, 0, 1):  # newest first, as a search ranks them
+        log = d / f"t{t}.jsonl"
+        with LogView.open(log):
+            pass
+        mems.append((f"t{t}", mem_path(log).read_bytes()))
+    join_path(d).write_bytes(encode_join(mems))
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert j.n_docs == 960
+        assert j.n_words > 900
+        for tid, data in mems:
+            folds_equal(JoinedMem(j, j.entries[tid]).fold(), MemIndex.from_bytes(data).fold())
+        # Taken again from that join, in another order, with one task from its .mem.
+        again = encode_join([("t0", None), ("t1", mems[2][1]), ("t2", None)], j)
+    join_path(d).write_bytes(again)
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert list(j.entries) == ["t0", "t1", "t2"]
+        for tid, data in mems:
+            folds_equal(JoinedMem(j, j.entries[tid]).fold(), MemIndex.from_bytes(data).fold())
