@@ -590,9 +590,9 @@ def _joinable(view: LogView, t: Task) -> bool:
 
 
 def _part(tasks_dir: Path, tid: str, old: Join | None) -> tuple[str, bytes | None] | None:
-    """A task to join: its ``.mem`` file's bytes when it reads and covers its whole log as it
-    was; None as the bytes when it has no file and the join ``old`` holds it; None when
-    neither."""
+    """A task to join: its ``.mem`` file's bytes when it reads, covers its whole log and the
+    log's ``stat`` shows it unchanged by its rule (settled); None as the bytes when it has no
+    file and the join ``old`` holds it; None when neither."""
     path = tasks_dir / f"{tid}.mem"
     try:
         data = path.read_bytes()
@@ -606,7 +606,11 @@ def _part(tasks_dir: Path, tid: str, old: Join | None) -> tuple[str, bytes | Non
     except FormatError as exc:
         log.info("not joining %s: %s", path, exc)
         return None
-    return (tid, data) if mem.covered == mem.check.size else None
+    try:
+        st = os.stat(tasks_dir / f"{tid}{LOG_SUFFIX}")
+    except OSError:
+        return None  # gone with its log
+    return (tid, data) if mem.covered == st.st_size and mem.check.unchanged(st) else None
 
 
 def _remove(path: Path) -> None:
