@@ -384,13 +384,13 @@ class Join:
             raise _bad(f"cannot be read ({exc})") from None
         try:
             size = os.fstat(fd).st_size
-            if size < _BASE:
-                raise _bad(f"of {size} bytes is shorter than its head")
-            buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size >= _BASE else None
         except (OSError, ValueError) as exc:
             raise _bad(f"cannot be read ({exc})") from None
         finally:
             os.close(fd)
+        if buf is None:
+            raise _bad(f"of {size} bytes is shorter than its head")
         return cls(buf, path)
 
     def close(self) -> None:
