@@ -1,0 +1,211 @@
+"""The joined words' reader refuses every file that is not one it wrote whole, each with one clear
+``JoinDamaged`` (store.mem_join): forged heads and sections, each with a CRC that holds."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from nodwyn_retrieval.store import mem_join as mj
+from nodwyn_retrieval.store.mem import LogView, mem_path
+from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, encode_join, join_path
+
+from tests.test_earlier import read, write_task
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    d = tmp_path_factory.mktemp("edges") / "tasks"
+    parts = []
+    for i, words in enumerate(("alpha beta", "beta gamma delta", "gamma epsilon")):
+        tid = f"t{i}"
+        write_task(d, tid, [[("person.message", {"text": words}), *read(words)]], day=1 + i)
+        with LogView.open(d / f"{tid}.jsonl"):
+            pass
+        parts.append((tid, mem_path(d / f"{tid}.jsonl").read_bytes()))
+    return encode_join(parts)
+
+
+def head(data: bytes) -> list[object]:
+    return list(mj._HEAD.unpack_from(data, mj.HEADER.size + mj._CRC.size))
+
+
+def with_head(data: bytes, fields: list[object]) -> bytes:
+    h = mj._HEAD.pack(*fields)
+    return data[: mj.HEADER.size] + mj._CRC.pack(zlib.crc32(h)) + h + data[mj._BASE :]
+
+
+def section(data: bytes, name: str) -> tuple[int, int]:
+    """(offset in the file, length) of a section."""
+    f = head(data)
+    k = mj._S[name]
+    off, length = int(f[9 + 3 * k]), int(f[10 + 3 * k])  # type: ignore[call-overload]
+    return mj._align(mj._BASE) + off, length
+
+
+def with_section(data: bytes, name: str, new: bytes) -> bytes:
+    """The file with a section's bytes replaced (the same length) and its CRC made to hold."""
+    at, length = section(data, name)
+    assert len(new) == length
+    out = data[:at] + new + data[at + length :]
+    f = head(out)
+    f[11 + 3 * mj._S[name]] = zlib.crc32(new)
+    return with_head(out, f)
+
+
+def refused(tmp_path: Path, data: bytes, match: str) -> None:
+    path = join_path(tmp_path)
+    path.write_bytes(data)
+    with pytest.raises(JoinDamaged, match=rf"^earlier\.join {match}: rebuild$"):
+        Join.open(tmp_path)
+
+
+def test_the_good_file_reads(tmp_path: Path, good: bytes) -> None:
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        assert list(j.entries) == ["t0", "t1", "t2"]
+        assert [e.base for e in j.entries.values()] == [0, 3, 6]
+        assert j.n_docs == 9
+
+
+def test_no_file_is_none_and_a_directory_is_refused(tmp_path: Path) -> None:
+    assert Join.open(tmp_path) is None
+    join_path(tmp_path).mkdir()
+    with pytest.raises(JoinDamaged, match=r"^earlier\.join cannot be read"):
+        Join.open(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("forge", "match"),
+    [
+        (lambda b: b[:20], "of 20 bytes is shorter than its head"),
+        (lambda b: b"NRME" + b[4:], r"is not a join \(magic b'NRME'\)"),
+        (lambda b: b[:4] + struct.pack(">HH", 2, 0) + b[8:], "format version 2, flags 0x0000 are "
+            "not 1, 0"),
+        (lambda b: b[:4] + struct.pack(">HH", 1, 1) + b[8:], "format version 1, flags 0x0001 are "
+            "not 1, 0"),
+        (lambda b: b[:8] + bytes([b[8] ^ 1]) + b[9:], "head fails its check"),
+    ],
+)  # fmt: skip
+def test_a_foreign_or_cut_head_is_refused(
+    tmp_path: Path, good: bytes, forge: Callable[[bytes], bytes], match: str
+) -> None:
+    refused(tmp_path, forge(good), match)
+
+
+@pytest.mark.parametrize(
+    ("at", "value", "match"),
+    [
+        (6, 0, r"words, events or \.mem versions are not this program's"),
+        (7, 0, r"words, events or \.mem versions are not this program's"),
+        (8, 2, r"words, events or \.mem versions are not this program's"),
+        (4, 3, "widths are not 2 or 4 and 1, 2 or 4"),
+        (5, 3, "widths are not 2 or 4 and 1, 2 or 4"),
+        (3, 70_000, "widths are not 2 or 4 and 1, 2 or 4"),  # 2-byte documents past 65,536
+        (2, None, "sections are not the lengths their counts say"),  # one more posting
+        (0, None, "sections are not the lengths their counts say"),  # one more task
+    ],
+)
+def test_a_head_whose_counts_do_not_hold_is_refused(
+    tmp_path: Path, good: bytes, at: int, value: int | None, match: str
+) -> None:
+    f = head(good)
+    f[at] = int(f[at]) + 1 if value is None else value  # type: ignore[call-overload]
+    refused(tmp_path, with_head(good, f), match)
+
+
+def test_a_section_outside_the_file_is_refused(tmp_path: Path, good: bytes) -> None:
+    f = head(good)
+    k = mj._S["rest"]
+    f[9 + 3 * k] = int(f[9 + 3 * k]) + 8  # type: ignore[call-overload]
+    refused(tmp_path, with_head(good, f), "a section lies outside the file")
+    # The last byte of the file is the last section's: one byte less is outside.
+    refused(tmp_path, good[:-1], "a section lies outside the file")
+
+
+def test_a_section_that_fails_its_crc_is_refused(tmp_path: Path, good: bytes) -> None:
+    for name in ("ids", "tasks", "doc_len"):
+        at, _ = section(good, name)
+        bad = good[:at] + bytes([good[at] ^ 1]) + good[at + 1 :]
+        refused(tmp_path, bad, f"section {name} fails its check")
+
+
+def test_ids_that_are_not_the_tasks_are_refused(tmp_path: Path, good: bytes) -> None:
+    at, length = section(good, "ids")
+    ids = good[at : at + length]
+    assert ids == b"t0\nt1\nt2\n"
+    cases = [
+        (b"t0\nt1xt2\n", "task ids are not the head's count"),
+        (b"t0\nt1\nt2x", "task ids are not the head's count"),
+        (b"t0\nt0\nt2\n", "tasks are not distinct, or their counts are off"),
+        (b"\nt0\nt1x2\n", "tasks are not distinct, or their counts are off"),
+        (b"t0\nt1\nt\xff\n", "task ids are not UTF-8"),
+    ]
+    for new, match in cases:
+        refused(tmp_path, with_section(good, "ids", new), match)
+
+
+def test_tasks_whose_documents_are_not_the_heads_are_refused(tmp_path: Path, good: bytes) -> None:
+    at, length = section(good, "tasks")
+    rows = [list(r) for r in mj._TASK.iter_unpack(good[at : at + length])]
+    docs = 9  # the row's documents, then its events
+    for change, match in [
+        ({docs: rows[0][docs] + 1}, "tasks' documents are not the head's count"),
+        ({docs: rows[0][docs + 1] + 1}, "tasks are not distinct, or their counts are off"),
+    ]:
+        forged = [list(r) for r in rows]
+        for i, v in change.items():
+            forged[0][i] = v
+        new = b"".join(mj._TASK.pack(*r) for r in forged)
+        refused(tmp_path, with_section(good, "tasks", new), match)
+
+
+def test_a_document_length_past_the_bound_is_refused(tmp_path: Path, good: bytes) -> None:
+    at, length = section(good, "doc_len")
+    new = struct.pack("<I", 2**31) + good[at + 4 : at + length]
+    refused(tmp_path, with_section(good, "doc_len", new), r"document length past 2\*\*31-1")
+
+
+def test_offsets_that_are_not_the_postings_are_refused(tmp_path: Path, good: bytes) -> None:
+    at, length = section(good, "poff")
+    last = at + length - 4
+    (p,) = struct.unpack_from("<I", good, last)
+    bad = good[:last] + struct.pack("<I", p - 1) + good[last + 4 :]
+    refused(tmp_path, bad, "postings are not the length their offsets say")
+    bad = good[:at] + struct.pack("<I", 1) + good[at + 4 :]
+    refused(tmp_path, bad, "postings are not the length their offsets say")
+
+
+def words_of(tmp_path: Path, data: bytes) -> None:
+    """Every word's postings in every task, and every kept section, read."""
+    join_path(tmp_path).write_bytes(data)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        for e in j.entries.values():
+            for g in range(j.n_words):
+                j.postings(e, g, 0)
+            for name in mj._REST:
+                j.kept(e, name)
+
+
+def test_a_word_entry_out_of_bounds_is_refused(tmp_path: Path, good: bytes) -> None:
+    at, _ = section(good, "poff")
+    bad = good[: at + 4] + struct.pack("<I", 0) + good[at + 8 :]  # word 0 empty
+    with pytest.raises(JoinDamaged, match=r"^earlier\.join entry of word 0 is out of bounds"):
+        words_of(tmp_path, bad)
+
+
+def test_a_kept_section_out_of_place_is_refused(tmp_path: Path, good: bytes) -> None:
+    at, length = section(good, "tasks")
+    rows = [list(r) for r in mj._TASK.iter_unpack(good[at : at + length])]
+    rows[2][16] = 10**9  # the first kept section's offset in rest
+    new = b"".join(mj._TASK.pack(*r) for r in rows)
+    with pytest.raises(JoinDamaged, match=r"^earlier\.join section doc_event of task t2 lies"):
+        words_of(tmp_path, with_section(good, "tasks", new))
+    rest, _ = section(good, "rest")
+    bad = good[:rest] + bytes([good[rest] ^ 1]) + good[rest + 1 :]
+    with pytest.raises(JoinDamaged, match=r"^earlier\.join section doc_event of task t0 fails"):
+        words_of(tmp_path, bad)
+    words_of(tmp_path, good)
