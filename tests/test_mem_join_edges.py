@@ -209,3 +209,36 @@ def test_a_kept_section_out_of_place_is_refused(tmp_path: Path, good: bytes) -> 
     with pytest.raises(JoinDamaged, match=r"^earlier\.join section doc_event of task t0 fails"):
         words_of(tmp_path, bad)
     words_of(tmp_path, good)
+
+
+def test_an_id_that_cannot_be_joined_is_refused(good: bytes, tmp_path: Path) -> None:
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        data = j.kept(j.entries["t0"], "names")  # any bytes: the id is refused first
+        for tid in ("", "a\nb"):
+            with pytest.raises(ValueError, match=r"^task id .* cannot be joined$"):
+                encode_join([(tid, data)], j)
+    with pytest.raises(ValueError, match=r"^task t0 is to be taken from a join that does not"):
+        encode_join([("t0", None)])
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        with pytest.raises(ValueError, match=r"^task t9 is to be taken from a join that does"):
+            encode_join([("t9", None)], j)
+
+
+def test_a_join_written_from_files_alone_holds_their_words_only(
+    tmp_path: Path, good: bytes
+) -> None:
+    d = tmp_path / "tasks"
+    write_task(d, "t7", [[("person.message", {"text": "zeta eta"})]], day=9)
+    with LogView.open(d / "t7.jsonl") as view:
+        assert view.mem is not None
+        words = view.mem.n_words
+    data = mem_path(d / "t7.jsonl").read_bytes()
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        alone = encode_join([("t7", data)], j)  # nothing taken from the old join
+    join_path(tmp_path).write_bytes(alone)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        assert list(j.entries) == ["t7"]
+        assert j.n_words == words
