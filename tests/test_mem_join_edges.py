@@ -221,9 +221,11 @@ def test_an_id_that_cannot_be_joined_is_refused(good: bytes, tmp_path: Path) -> 
     with pytest.raises(ValueError, match=r"^task t0 is to be taken from a join that does not"):
         encode_join([("t0", None)])
     join_path(tmp_path).write_bytes(good)
-    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
-        with pytest.raises(ValueError, match=r"^task t9 is to be taken from a join that does"):
-            encode_join([("t9", None)], j)
+    with (
+        Join.open(tmp_path) as j,  # type: ignore[union-attr]
+        pytest.raises(ValueError, match=r"^task t9 is to be taken from a join that does"),
+    ):
+        encode_join([("t9", None)], j)
 
 
 def test_a_join_written_from_files_alone_holds_their_words_only(
