@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from nodwyn_retrieval.store import mem_join as mj
-from nodwyn_retrieval.store.mem import LogView, mem_path
-from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, encode_join, join_path
+from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path
+from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, JoinedMem, encode_join, join_path
 
 from tests.test_earlier import read, write_task
+from tests.test_mem_join import folds_equal
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +245,35 @@ def test_a_join_written_from_files_alone_holds_their_words_only(
     with Join.open(tmp_path) as j:  # type: ignore[union-attr]
         assert list(j.entries) == ["t7"]
         assert j.n_words == words
+
+
+def test_a_join_written_again_in_another_order_holds_each_tasks_fold(
+    tmp_path: Path, good: bytes
+) -> None:
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        before = {tid: JoinedMem(j, e).fold() for tid, e in j.entries.items()}
+        again = encode_join([("t2", None), ("t0", None), ("t1", None)], j)
+    join_path(tmp_path).write_bytes(again)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        assert list(j.entries) == ["t2", "t0", "t1"]
+        for tid, e in j.entries.items():
+            folds_equal(JoinedMem(j, e).fold(), before[tid])
+    words_of(tmp_path, again)  # every word's documents ascending again
+
+
+def test_a_join_of_two_postings_in_the_wrong_order_is_sorted(tmp_path: Path) -> None:
+    d = tmp_path / "tasks"
+    parts = []
+    for tid, word in (("t0", "zz"), ("t1", "aa")):
+        write_task(d, tid, [[("person.message", {"text": word})]], day=1)
+        with LogView.open(d / f"{tid}.jsonl"):
+            pass
+        parts.append((tid, mem_path(d / f"{tid}.jsonl").read_bytes()))
+    keys = [MemIndex.from_bytes(p).fold().keys for _, p in parts]
+    order = parts if int(keys[0][0]) > int(keys[1][0]) else parts[::-1]
+    join_path(d).write_bytes(encode_join(order))
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert j.n_postings == 2
+        for tid, data in order:
+            folds_equal(JoinedMem(j, j.entries[tid]).fold(), MemIndex.from_bytes(data).fold())
