@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from nodwyn_retrieval.store import mem_join as mj
-from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path
+from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
 from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, JoinedMem, encode_join, join_path
 
 from tests.test_earlier import read, write_task
@@ -277,3 +277,35 @@ def test_a_join_of_two_postings_in_the_wrong_order_is_sorted(tmp_path: Path) -> 
         assert j.n_postings == 2
         for tid, data in order:
             folds_equal(JoinedMem(j, j.entries[tid]).fold(), MemIndex.from_bytes(data).fold())
+
+
+def test_a_joined_mem_finds_and_reads_words_as_its_own_mem(tmp_path: Path) -> None:
+    d = tmp_path / "tasks"
+    parts = []
+    texts = ("alpha beta beta", "beta gamma", "gamma alpha delta")
+    for i, text in enumerate(texts):
+        write_task(d, f"t{i}", [[("person.message", {"text": text}), *read(text)]], day=1 + i)
+        with LogView.open(d / f"t{i}.jsonl"):
+            pass
+        parts.append((f"t{i}", mem_path(d / f"t{i}.jsonl").read_bytes()))
+    join_path(d).write_bytes(encode_join(parts))
+    words = ["alpha", "beta", "gamma", "delta", "omega"]
+    keys = word_keys(words)
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        for tid, data in parts:
+            own, joined = MemIndex.from_bytes(data), JoinedMem(j, j.entries[tid])
+            at = joined.find_keys(keys)
+            assert [int(i) >= 0 for i in at] == [int(i) >= 0 for i in own.find_keys(keys)]
+            for w, i in zip(words, at.tolist(), strict=True):
+                want = own.postings(w)
+                for got in (joined.postings(w), joined.postings_at(i) if i >= 0 else want):
+                    assert [a.tolist() for a in got] == [a.tolist() for a in want], (tid, w)
+            assert joined.lengths().tolist() == own.lengths().tolist()
+            assert (joined.kinds, joined.agents, joined.cards()) == (
+                own.kinds,
+                own.agents,
+                own.cards(),
+            )
+            assert joined.card(1) == own.card(1)
+            assert joined.doc_events().tolist() == own.doc_events().tolist()
+            assert repr(joined) == f"<JoinedMem {tid}: {own.n_docs:,} documents>"
