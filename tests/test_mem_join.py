@@ -16,7 +16,8 @@ from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierRecall, Earlier
 from nodwyn_retrieval.actors.messages import SearchOutput
 from nodwyn_retrieval.bus import ActorSystem
 from nodwyn_retrieval.errors import Disabled, FormatError
-from nodwyn_retrieval.store import mem_log
+from nodwyn_retrieval.store import mem as mem_module
+from nodwyn_retrieval.store import mem_encode, mem_log
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
 from nodwyn_retrieval.store.mem_join import (
@@ -480,3 +481,41 @@ def test_a_join_of_many_documents_and_words_holds_each_tasks_fold(tmp_path: Path
         assert list(j.entries) == ["t0", "t1", "t2"]
         for tid, data in mems:
             folds_equal(JoinedMem(j, j.entries[tid]).fold(), MemIndex.from_bytes(data).fold())
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_joined_task_that_grew_reads_only_what_it_grew_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    log = d / "t02.jsonl"
+    before = len(log.read_text().splitlines())
+    append_turn(log, "zanzibar")
+    folded: list[int] = []
+    real = mem_module.fold_events
+
+    def spy(events: Any) -> Any:
+        folded.append(len(events))
+        return real(events)
+
+    monkeypatch.setattr(mem_encode, "fold_events", spy)
+    with LogView.open(log) as view:
+        assert view.wrote
+    assert folded == [len(log.read_text().splitlines()) - before]  # the new turn's events only
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_recall_from_the_join_keeps_no_file_open(tmp_path: Path) -> None:
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc here")
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    async with ActorSystem() as system:
+        ref = system.spawn(actor(d), name="earlier")
+        await ref.ask(EarlierRecall("t01", 1, None, None, True))
+        opened = {os.readlink(p) for p in fds.iterdir() if p.exists()}
+    assert str(join_path(d)) not in opened
