@@ -16,7 +16,8 @@ and reads its postings once for all of them, and reads nothing of the tasks' own
 read from the join only while its log's ``stat`` shows it unchanged by its ``.mem``'s own rule
 and holds nothing after it; any other (changed, grown, cut, new) is read through its own view, and
 a join that does not read is removed and written again. The join is written after a search that
-folded nothing, when a task it does not hold is settled; it takes their ``.mem`` files in.
+folded nothing, when a task it does not hold is settled or one it holds is gone with its log; it
+takes their ``.mem`` files in.
 
 The switch (§9): the engine reads ``earlier_tasks`` from ``workspaces.toml`` at every call and
 passes it as ``allowed``. Off, a search and a recall with a task are refused with how a person turns
