@@ -519,3 +519,17 @@ async def test_a_recall_from_the_join_keeps_no_file_open(tmp_path: Path) -> None
         await ref.ask(EarlierRecall("t01", 1, None, None, True))
         opened = {os.readlink(p) for p in fds.iterdir() if p.exists()}
     assert str(join_path(d)) not in opened
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_a_log_replaced_by_another_file_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    d = make_tasks(tmp_path / "tasks")
+    await joined(d)
+    log = d / "t03.jsonl"
+    other = tmp_path / "t03.jsonl"
+    other.write_text(log.read_text().replace("binding", "zanzibarb"))
+    os.replace(other, log)  # another inode, the same size
+    got = await search(d, "zanzibarb")
+    assert [h["task"] for h in got.hits][:1] == ["t03"]
+    assert seen(got) == seen(await by_views(d, "zanzibarb"))
