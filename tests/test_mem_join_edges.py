@@ -309,3 +309,23 @@ def test_a_joined_mem_finds_and_reads_words_as_its_own_mem(tmp_path: Path) -> No
             assert joined.card(1) == own.card(1)
             assert joined.doc_events().tolist() == own.doc_events().tolist()
             assert repr(joined) == f"<JoinedMem {tid}: {own.n_docs:,} documents>"
+
+
+@pytest.mark.parametrize("n", [255, 256, 65_536])
+def test_a_frequency_at_a_widths_edge_is_kept_whole(tmp_path: Path, n: int) -> None:
+    d = tmp_path / "tasks"
+    parts = []
+    for tid, text in (("t0", "zz " * n), ("t1", "yy zz")):
+        write_task(d, tid, [[("person.message", {"text": text})]], day=1)
+        with LogView.open(d / f"{tid}.jsonl"):
+            pass
+        parts.append((tid, mem_path(d / f"{tid}.jsonl").read_bytes()))
+    assert int(MemIndex.from_bytes(parts[0][1]).fold().pair_tf.max()) == n
+    join_path(d).write_bytes(encode_join(parts))
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        for tid, data in parts:
+            folds_equal(JoinedMem(j, j.entries[tid]).fold(), MemIndex.from_bytes(data).fold())
+            own = MemIndex.from_bytes(data)
+            assert JoinedMem(j, j.entries[tid]).postings("zz")[1].tolist() == (
+                own.postings("zz")[1].tolist()
+            )
