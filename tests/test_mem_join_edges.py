@@ -329,3 +329,29 @@ def test_a_frequency_at_a_widths_edge_is_kept_whole(tmp_path: Path, n: int) -> N
             assert JoinedMem(j, j.entries[tid]).postings("zz")[1].tolist() == (
                 own.postings("zz")[1].tolist()
             )
+
+
+def every_word(tmp_path: Path, data: bytes) -> None:
+    join_path(tmp_path).write_bytes(data)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        j.all_words()
+
+
+def test_every_word_read_at_once_is_refused_when_off(tmp_path: Path, good: bytes) -> None:
+    every_word(tmp_path, good)
+    at, _ = section(good, "poff")
+    empty = good[: at + 4] + struct.pack("<I", 0) + good[at + 8 :]  # word 0 holds nothing
+    with pytest.raises(JoinDamaged, match=r"word entries are not a partition of the postings"):
+        every_word(tmp_path, empty)
+    keys, _ = section(good, "keys")
+    swapped = good[:keys] + good[keys + 8 : keys + 16] + good[keys : keys + 8] + good[keys + 16 :]
+    with pytest.raises(JoinDamaged, match=r"keys are not ascending"):
+        every_word(tmp_path, swapped)
+    docs, _ = section(good, "docs")
+    far = good[:docs] + struct.pack("<H", 9) + good[docs + 2 :]  # the file holds 9 documents
+    with pytest.raises(JoinDamaged, match=r"posting is out of range"):
+        every_word(tmp_path, far)
+    tfs, _ = section(good, "tfs")
+    flipped = good[:tfs] + bytes([good[tfs] ^ 3]) + good[tfs + 1 :]
+    with pytest.raises(JoinDamaged, match=r"postings fail their checks"):
+        every_word(tmp_path, flipped)
