@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from nodwyn_retrieval.store import mem_join as mj
+from nodwyn_retrieval.store import mem_log
 from nodwyn_retrieval.store.mem import LogView, MemIndex, mem_path, word_keys
 from nodwyn_retrieval.store.mem_join import Join, JoinDamaged, JoinedMem, encode_join, join_path
 
 from tests.test_earlier import read, write_task
-from tests.test_mem_join import folds_equal
+from tests.test_mem_join import folds_equal, search
 
 
 @pytest.fixture(scope="module")
@@ -355,3 +356,40 @@ def test_every_word_read_at_once_is_refused_when_off(tmp_path: Path, good: bytes
     flipped = good[:tfs] + bytes([good[tfs] ^ 3]) + good[tfs + 1 :]
     with pytest.raises(JoinDamaged, match=r"postings fail their checks"):
         every_word(tmp_path, flipped)
+
+
+def test_the_largest_document_length_reads(tmp_path: Path, good: bytes) -> None:
+    at, length = section(good, "doc_len")
+    new = struct.pack("<I", 2**31 - 1) + good[at + 4 : at + length]
+    join_path(tmp_path).write_bytes(with_section(good, "doc_len", new))
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        assert int(j.lengths(j.entries["t0"])[0]) == 2**31 - 1
+
+
+def test_a_word_past_every_key_or_an_index_past_every_word(tmp_path: Path, good: bytes) -> None:
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        mem = JoinedMem(j, j.entries["t1"])
+        for key in (0, 2**64 - 1):
+            assert [a.tolist() for a in mem.postings("", key)] == [[], []]
+        with pytest.raises(JoinDamaged, match=rf"^earlier\.join has no word {j.n_words}: rebuild$"):
+            mem.postings_at(j.n_words)
+        with pytest.raises(JoinDamaged, match=r"^earlier\.join has no word -1: rebuild$"):
+            mem.postings_at(-1)
+
+
+@pytest.mark.asyncio
+async def test_a_join_of_tasks_without_words_finds_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mem_log, "RACY_NS", 0)
+    d = tmp_path / "tasks"
+    for tid in ("t0", "t1"):
+        write_task(d, tid, [[("person.message", {"text": ""})]], day=1)
+    for _ in range(3):
+        out = await search(d, "anything at all")
+        assert out.hits == []
+    with Join.open(d) as j:  # type: ignore[union-attr]
+        assert (j.n_words, len(j.entries)) == (0, 2)
+        for e in j.entries.values():
+            assert j.found(e, word_keys(["anything"])) == ([], [])
