@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from nodwyn_retrieval.store import mem_join as mj
 from nodwyn_retrieval.store import mem_log
@@ -393,3 +394,45 @@ async def test_a_join_of_tasks_without_words_finds_nothing(
         assert (j.n_words, len(j.entries)) == (0, 2)
         for e in j.entries.values():
             assert j.found(e, word_keys(["anything"])) == ([], [])
+
+
+def forged_block(good: bytes, docs: list[int]) -> bytes:
+    """The file with word 0's documents replaced and its check made to hold."""
+    poff, _ = section(good, "poff")
+    a, b = struct.unpack_from("<II", good, poff)
+    assert b - a == len(docs)
+    at, _ = section(good, "docs")
+    data = good[: at + 2 * a] + struct.pack(f"<{len(docs)}H", *docs) + good[at + 2 * b :]
+    tfs_at, _ = section(good, "tfs")
+    tfs = np.frombuffer(data, dtype="<u1", count=b - a, offset=tfs_at + a).astype(np.int64)
+    keys_at, _ = section(good, "keys")
+    (key,) = struct.unpack_from("<Q", data, keys_at)
+    check = mj._block_check(np.array(docs), tfs, 1, len(docs) * 3) ^ mj._key_fold(key)
+    bc, _ = section(good, "bcheck")
+    return data[:bc] + struct.pack("<H", check) + data[bc + 2 :]
+
+
+def test_a_block_whose_check_holds_but_whose_documents_do_not_is_refused(
+    tmp_path: Path, good: bytes
+) -> None:
+    poff, _ = section(good, "poff")
+    a, b = struct.unpack_from("<II", good, poff)
+    n = b - a
+    assert n >= 2
+    join_path(tmp_path).write_bytes(good)
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        last = j.n_docs - 1
+    for docs, match in [
+        ([*range(n - 1), last + 1], "posting is out of range"),
+        ([0, *([last] * (n - 1))], "postings are not in document order"),
+        ([*range(1, n), 0], "postings are not in document order"),
+    ]:
+        join_path(tmp_path).write_bytes(forged_block(good, docs))
+        with (
+            Join.open(tmp_path) as j,  # type: ignore[union-attr]
+            pytest.raises(JoinDamaged, match=match),
+        ):
+            j.postings(j.entries["t0"], 0, 0)
+    join_path(tmp_path).write_bytes(forged_block(good, [*range(n - 1), last]))
+    with Join.open(tmp_path) as j:  # type: ignore[union-attr]
+        assert j.postings(j.entries["t2"], 0, 0)[0][-1:] == [last - j.entries["t2"].base]
