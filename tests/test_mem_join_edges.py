@@ -313,7 +313,7 @@ def test_a_joined_mem_finds_and_reads_words_as_its_own_mem(tmp_path: Path) -> No
             assert repr(joined) == f"<JoinedMem {tid}: {own.n_docs:,} documents>"
 
 
-@pytest.mark.parametrize("n", [255, 256, 65_536])
+@pytest.mark.parametrize("n", [255, 256, 65_536, 65_537])
 def test_a_frequency_at_a_widths_edge_is_kept_whole(tmp_path: Path, n: int) -> None:
     d = tmp_path / "tasks"
     parts = []
