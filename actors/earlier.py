@@ -10,6 +10,15 @@ off (store.mem.LogView); the events of all of them are ranked as one collection
 task first so that a tie goes to it. A search decodes the postings of its own words only and keeps
 nothing after: no index stays in this process between searches.
 
+The settled tasks' ``.mem`` files are joined in one file of the directory (store.mem_join:
+``earlier.join``), which holds every task's words once: a later search finds each of its words
+and reads its postings once for all of them, and reads nothing of the tasks' own files. A task is
+read from the join only while its log's ``stat`` shows it unchanged by its ``.mem``'s own rule
+and holds nothing after it; any other (changed, grown, cut, new) is read through its own view, and
+a join that does not read is removed and written again. The join is written after a search that
+folded nothing, when a task it does not hold is settled or one it holds is gone with its log; it
+takes their ``.mem`` files in.
+
 The switch (§9): the engine reads ``earlier_tasks`` from ``workspaces.toml`` at every call and
 passes it as ``allowed``. Off, a search and a recall with a task are refused with how a person turns
 it on, so the model can ask. A person's own ``memory search`` and ``memory recall`` (``person``)
@@ -47,11 +56,24 @@ from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
 from nodwyn_retrieval.retrieval.event_render import hit_json, render_hits
 from nodwyn_retrieval.retrieval.render import plural
-from nodwyn_retrieval.store.atomic import file_lock, store_error
+from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
 from nodwyn_retrieval.store.config import Config
 from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
-from nodwyn_retrieval.store.mem import LOCK_NAME, LOCK_SECONDS, LogView, mem_path
-from nodwyn_retrieval.store.transcripts import NODWYN, plain_dir, sessions_of
+from nodwyn_retrieval.store.mem import (
+    LOCK_NAME,
+    LOCK_SECONDS,
+    LogView,
+    MemIndex,
+    mem_path,
+)
+from nodwyn_retrieval.store.mem_join import (
+    Join,
+    JoinDamaged,
+    JoinedMem,
+    encode_join,
+    join_path,
+)
+from nodwyn_retrieval.store.transcripts import NODWYN, Reader, plain_dir, sessions_of
 
 __all__ = [
     "DISABLED",
@@ -340,26 +362,150 @@ class EarlierActor(Actor):
     async def search(self, query: str, limit: int, *, person: bool = False) -> SearchOutput:
         """Rank the events of all the project's other tasks as one collection (§9)."""
         tasks = self.tasks(person=person)
-        await self._fold_in_parallel(tasks)
+        # The tasks directory's logs are this project's: their reader is known once for all, and
+        # their words are joined (store.mem_join).
+        plain = NODWYN if plain_dir(self.tasks_dir) else None
+        join: Join | None = None
+        if plain is not None:
+            try:
+                join = Join.open(self.tasks_dir)
+            except JoinDamaged as exc:
+                log.info("%s", exc)
+        if join is not None:
+            for t in tasks:
+                e = join.entries.get(t.id)
+                if e is not None and not t.transcript and e.check.covered <= t.size:
+                    t.has_mem = True  # its view finds it in the join (or grown past it)
+        # A search that folds a log (here or in a worker) leaves the join to the next one: a
+        # project's first search is not made longer by it.
+        folds = any(not t.has_mem for t in tasks)
+        try:
+            await self._fold_in_parallel(tasks)
+        except BaseException:
+            if join is not None:
+                join.close()
+            raise
+        try:
+            try:
+                out, rejoin = await self._search(
+                    tasks, plain, join, query, limit=limit, person=person
+                )
+            except _JoinFailed as exc:
+                log.info("%s; searching without it", exc)
+                if join is not None:
+                    join.close()
+                join = None
+                _remove(join_path(self.tasks_dir))
+                out, rejoin = await self._search(
+                    tasks, plain, None, query, limit=limit, person=person
+                )
+        finally:
+            if join is not None:
+                join.close()
+        if rejoin is not None and not folds:
+            self._write_join(rejoin)
+        return out
+
+    async def _search(
+        self,
+        tasks: list[Task],
+        plain: Reader | None,
+        join: Join | None,
+        query: str,
+        *,
+        limit: int,
+        person: bool,
+    ) -> tuple[SearchOutput, list[Task] | None]:
+        """The search over views opened now (from the join where it serves a task), and the
+        tasks to join after it (None: the join stays as it is)."""
         views: list[LogView] = []
         kept: list[Task] = []
-        # The tasks directory's logs are this project's: their reader is known once for all.
-        plain = NODWYN if plain_dir(self.tasks_dir) else None
+        joined: list[bool] = []
         try:
             for t in tasks:
-                try:
-                    view = LogView.open(t.log, st=t.st, reader=None if t.transcript else plain)
-                except NotFound:
-                    continue  # deleted while we listed: gone with its log
+                view = self._joined_view(join, t) if join is not None else None
+                if view is None:
+                    try:
+                        view = LogView.open(t.log, st=t.st, reader=None if t.transcript else plain)
+                    except NotFound:
+                        continue  # deleted while we listed: gone with its log
+                    if view.wrote or view.tail:
+                        await asyncio.sleep(0)  # a log was folded: let other actors run
+                joined.append(view.mem is not None and isinstance(view.mem, JoinedMem))
                 views.append(view)
                 kept.append(t)
-                if view.wrote or view.tail:
-                    await asyncio.sleep(0)  # a log was folded: let other actors run
         except BaseException:
             for v in views:
                 v.close()
             raise
-        return self._rank(kept, views, query, limit, person)
+        rejoin = self._to_join(kept, views, joined, join) if plain is not None else None
+        return self._rank(kept, views, query, limit, person), rejoin
+
+    def _joined_view(self, join: Join, t: Task) -> LogView | None:
+        """The task's view with its words from the join, when the join holds it as its log and
+        ``.mem`` now are; None otherwise (its own view then reads it)."""
+        e = join.entries.get(t.id)
+        if e is None or t.transcript or not e.serves(t.st):
+            return None
+        return LogView(t.log, mem=JoinedMem(join, e), reader=NODWYN)
+
+    def _to_join(
+        self, tasks: list[Task], views: list[LogView], joined: list[bool], join: Join | None
+    ) -> list[Task] | None:
+        """The tasks to join after this search, when the join should be written again: a task
+        it does not serve could be joined now (its ``.mem`` whole, its log unchanged by the
+        ``.mem``'s rule), or a task it holds is gone with its log (its words and cards go with
+        it). None when it stays as it is, and when this search wrote a ``.mem`` (the next one
+        joins it); an empty list when it should go."""
+        if any(v.wrote for v in views):
+            return None
+        take: list[Task] = []
+        new = 0
+        for t, v, j in zip(tasks, views, joined, strict=True):
+            if j:
+                take.append(t)
+            elif not t.transcript and _joinable(v, t):
+                take.append(t)
+                new += 1
+        listed = {t.id for t in tasks}
+        # A task not listed may be the current one (a person's search lists it): gone only when
+        # its log is.
+        gone = join is not None and any(
+            not (self.tasks_dir / f"{tid}{LOG_SUFFIX}").exists()
+            for tid in join.entries.keys() - listed
+        )
+        if new or gone or (join is None and take):
+            return take
+        return None
+
+    def _write_join(self, tasks: list[Task]) -> None:
+        """Join the tasks (store.mem_join) under the directory's lock: each task's ``.mem`` read
+        again there, or taken from the join as it holds it when the task has no ``.mem`` file
+        (a ``.mem`` that no longer reads or is not whole is left out); the ``.mem`` files joined
+        are then removed, a view finding them in the join. A join that cannot be written
+        leaves them where they are."""
+        path = join_path(self.tasks_dir)
+        try:
+            with file_lock(self.tasks_dir / LOCK_NAME, timeout=LOCK_SECONDS):
+                try:
+                    old = Join.open(self.tasks_dir)
+                except JoinDamaged:
+                    old = None
+                try:
+                    parts = [p for t in tasks if (p := _part(self.tasks_dir, t.id, old))]
+                    data = encode_join(parts, old) if parts else None
+                finally:
+                    if old is not None:
+                        old.close()
+                if data is None:
+                    path.unlink(missing_ok=True)
+                    return
+                write_atomic(path, data, sync=False)
+                for tid, loose in parts:
+                    if loose is not None:
+                        (self.tasks_dir / f"{tid}.mem").unlink(missing_ok=True)
+        except (OSError, TimeoutError, RetrievalError) as exc:
+            log.warning("cannot write %s: %s", path, exc)
 
     def _rank(
         self, tasks: list[Task], views: list[LogView], query: str, limit: int, person: bool
@@ -369,7 +515,12 @@ class EarlierActor(Actor):
 
         def run(vs: list[LogView]) -> SearchOutput:
             sources = [Source(v, t.id, t.labels) for t, v in zip(tasks, vs, strict=True)]
-            hits = rank_sources(sources, query, limit)
+            try:
+                hits = rank_sources(sources, query, limit)
+            except Damaged as exc:
+                if isinstance(exc.cause, JoinDamaged):
+                    raise _JoinFailed(str(exc.cause)) from None
+                raise
             events = sum(v.n_events for v in vs)
             ranked = sum(v.n_ranked for v in vs)
             whose = "this project's" if person else "this project's earlier"
@@ -420,3 +571,52 @@ class EarlierActor(Actor):
             if not path.exists():
                 raise NotFound(f"task {task} is not a task of this project") from exc
             raise
+
+
+class _JoinFailed(Exception):
+    """The join turned out damaged, or behind a task's ``.mem``, while a search read it."""
+
+
+def _joinable(view: LogView, t: Task) -> bool:
+    """Whether a task's view could be joined as it is: its ``.mem`` covers the whole log, which
+    ``stat`` shows unchanged by the ``.mem``'s rule."""
+    mem = view.mem
+    return (
+        mem is not None
+        and not isinstance(mem, JoinedMem)
+        and not view.tail
+        and mem.covered == t.size
+        and mem.check.unchanged(t.st)
+    )
+
+
+def _part(tasks_dir: Path, tid: str, old: Join | None) -> tuple[str, bytes | None] | None:
+    """A task to join: its ``.mem`` file's bytes when it reads, covers its whole log and the
+    log's ``stat`` shows it unchanged by its rule (settled); None as the bytes when it has no
+    file and the join ``old`` holds it; None when neither."""
+    path = tasks_dir / f"{tid}.mem"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return (tid, None) if old is not None and tid in old.entries else None
+    except OSError as exc:
+        log.info("not joining %s: %s", path, exc)
+        return None
+    try:
+        mem = MemIndex.from_bytes(data)
+    except FormatError as exc:
+        log.info("not joining %s: %s", path, exc)
+        return None
+    try:
+        st = os.stat(tasks_dir / f"{tid}{LOG_SUFFIX}")
+    except OSError:
+        return None  # gone with its log
+    return (tid, data) if mem.covered == st.st_size and mem.check.unchanged(st) else None
+
+
+def _remove(path: Path) -> None:
+    try:
+        with file_lock(path.parent / LOCK_NAME, timeout=LOCK_SECONDS):
+            path.unlink(missing_ok=True)
+    except (OSError, TimeoutError) as exc:
+        log.warning("cannot remove %s: %s", path, exc)

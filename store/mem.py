@@ -60,6 +60,10 @@ exactly those, the hashes are skipped, but only if the log's change time was mor
 as they were, so a log changed that recently is always hashed (git's "racily clean" rule). The
 change time cannot be set back by a program; it moves with every write.
 
+A settled task's ``.mem`` in a tasks directory may be held by the directory's join instead of a
+file of its own (store.mem_join): a view that finds no file finds it there, checked against the
+log by the same rule.
+
 When the log has grown by whole turns, the ``.mem`` is extended to cover them from its own
 postings and the new events, without reading the log's beginning again. It is written atomically
 (store.atomic) under a lock in the log's directory (``.mem.lock``); a writer that finds, under the
@@ -105,6 +109,7 @@ from nodwyn_retrieval.store.mem_format import (
     MemIndex,
     postings_of,
 )
+from nodwyn_retrieval.store.mem_join import joined_mem
 from nodwyn_retrieval.store.mem_log import (
     HEAD_BYTES,
     RACY_NS,
@@ -235,7 +240,12 @@ class LogView:
         try:
             mem = MemIndex.open(mpath)
         except FileNotFoundError:
-            return None, "missing"
+            # A settled task's .mem may live in its directory's join instead (store.mem_join),
+            # checked against the log below as the file would be.
+            joined = joined_mem(self.path, st) if self.reader is NODWYN else None
+            if joined is None:
+                return None, "missing"
+            mem = joined
         except FormatError as exc:
             log.info("%s: %s", mpath, exc)
             return None, str(exc)
