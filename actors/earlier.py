@@ -15,9 +15,9 @@ The settled tasks' ``.mem`` files are joined in one file of the directory (store
 and reads its postings once for all of them, and reads nothing of the tasks' own files. A task is
 read from the join only while its log's ``stat`` shows it unchanged by its ``.mem``'s own rule
 and holds nothing after it; any other (changed, grown, cut, new) is read through its own view, and
-a join that does not read is removed and written again. The join is written after a search that
-folded nothing, when a task it does not hold is settled or one it holds is gone with its log; it
-takes their ``.mem`` files in.
+a join that does not read is removed and written again. The join is written after a search's
+answer, in a thread (the next search, and the actor's stop, wait for it), when a task it does not
+hold is settled or one it holds is gone with its log; it takes their ``.mem`` files in.
 
 The switch (§9): the engine reads ``earlier_tasks`` from ``workspaces.toml`` at every call and
 passes it as ``allowed``. Off, a search and a recall with a task are refused with how a person turns
@@ -34,6 +34,7 @@ the event loop between logs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -207,6 +208,7 @@ class EarlierActor(Actor):
         self.current = Path(current) if current is not None else None
         self._pool: ProcessPool | None = None
         self._current_id: tuple[int, int] | None = None
+        self._joining: asyncio.Task[None] | None = None  # a join written after an answer
         self._find_current()
 
     def _find_current(self) -> None:
@@ -222,7 +224,15 @@ class EarlierActor(Actor):
         return f"<EarlierActor {self.project_key} in {self.tasks_dir}>"
 
     async def on_stop(self) -> None:
+        await self._joined()
         await self._close_pool()
+
+    async def _joined(self) -> None:
+        """Wait for a join being written after an answer (it logs its own failure)."""
+        if self._joining is not None:
+            joining, self._joining = self._joining, None
+            with contextlib.suppress(Exception):
+                await joining
 
     def on_failure(self, exc: BaseException) -> None:
         # A failing tell has no state to undo; the pool, if any, is closed at the stop.
@@ -361,6 +371,7 @@ class EarlierActor(Actor):
 
     async def search(self, query: str, limit: int, *, person: bool = False) -> SearchOutput:
         """Rank the events of all the project's other tasks as one collection (§9)."""
+        await self._joined()  # a join of the last search's is whole before this one reads
         tasks = self.tasks(person=person)
         # The tasks directory's logs are this project's: their reader is known once for all, and
         # their words are joined (store.mem_join).
@@ -376,8 +387,7 @@ class EarlierActor(Actor):
                 e = join.entries.get(t.id)
                 if e is not None and not t.transcript and e.check.covered <= t.size:
                     t.has_mem = True  # its view finds it in the join (or grown past it)
-        # A search that folds a log (here or in a worker) leaves the join to the next one: a
-        # project's first search is not made longer by it.
+        # A search that folds a log (here or in a worker) leaves the join to the next one.
         folds = any(not t.has_mem for t in tasks)
         try:
             await self._fold_in_parallel(tasks)
@@ -403,7 +413,8 @@ class EarlierActor(Actor):
             if join is not None:
                 join.close()
         if rejoin is not None and not folds:
-            self._write_join(rejoin)
+            # After the answer: the search that finds the join behind is not made longer by it.
+            self._joining = asyncio.create_task(asyncio.to_thread(self._write_join, rejoin))
         return out
 
     async def _search(

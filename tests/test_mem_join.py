@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
+import nodwyn_retrieval.actors.earlier as earlier_mod
 import numpy as np
 import pytest
 from nodwyn_retrieval.actors.earlier import EarlierActor, EarlierRecall, EarlierSearch
@@ -533,3 +535,35 @@ async def test_a_log_replaced_by_another_file_is_seen_by_the_next_search(tmp_pat
     got = await search(d, "zanzibarb")
     assert [h["task"] for h in got.hits][:1] == ["t03"]
     assert seen(got) == seen(await by_views(d, "zanzibarb"))
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_the_join_is_written_after_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search that finds the join behind answers before it is written (in a thread); the
+    next search waits for it and reads it."""
+    d = make_tasks(tmp_path / "tasks")
+    await search(d, "credential")  # the .mem files, no join yet
+    gate = threading.Event()
+    real = earlier_mod.encode_join
+
+    def held(*args: Any, **kwargs: Any) -> bytes:
+        if not gate.wait(10):
+            raise AssertionError("the join was written before the search answered")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(earlier_mod, "encode_join", held)
+    async with ActorSystem() as system:
+        ref = system.spawn(actor(d), name="earlier")
+        first = await ref.ask(EarlierSearch("credential", 8, True))
+        assert not join_path(d).exists()
+        assert list(d.glob("*.mem"))
+        gate.set()
+        second = await ref.ask(EarlierSearch("credential", 8, True))
+        assert join_path(d).exists()
+        assert not list(d.glob("*.mem"))
+    assert isinstance(first, SearchOutput)
+    assert isinstance(second, SearchOutput)
+    assert seen(first) == seen(second)
