@@ -12,7 +12,8 @@ as the engine asks them:
 - earlier tasks, first search: no .mem anywhere, so the search writes all 78 (folded here, or in
   worker processes when the logs to fold pass actors.earlier.POOL_MIN_BYTES; the row "pool" forces
   the workers to show what they cost and save on this machine);
-- earlier tasks, second search: the one after a first, which writes the tasks' join once;
+- earlier tasks, second search: the one after a first, after whose answer the tasks' join is
+  written once, in a thread (a search that follows at once waits for it);
 - earlier tasks, later searches: the median over the same queries;
 - the .mem files' bytes against the logs';
 - the same conversation with one more turn holding a 2 MB image in base64 (76 columns, and on
@@ -138,9 +139,7 @@ async def conversation(log: Path, runs: int) -> tuple[Timing, Timing, float]:
     return _median(firsts), _median(laters), _ratio([log])
 
 
-async def earlier(
-    tasks: Path, runs: int, *, pool: bool
-) -> tuple[Timing, Timing, Timing, float]:
+async def earlier(tasks: Path, runs: int, *, pool: bool) -> tuple[Timing, Timing, Timing, float]:
     """(first search, second search median, later search median, .mem files and join / logs).
     The second search after a first is the one that writes the tasks' join, once. The CPU time
     is this process's only: with workers, theirs is not counted."""
@@ -232,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{ifirst[1] / first[1]:.2f}x", "1.5x")  # fmt: skip
     first, second, later, ratio = asyncio.run(earlier(tasks, ns.runs, pool=False))
     row("earlier: first search (writes 78 .mem)", *secs(first), "1.3 s")
-    row("earlier: second search (writes the join)", *msecs(second), "")
+    row("earlier: second search (the join written after it)", *msecs(second), "")
     row("earlier: later search (median)", *msecs(later), "10 ms")
     row("earlier: .mem files and join / logs", f"{ratio:.2f}x", "", "0.5x")
     if not ns.no_pool_row:
