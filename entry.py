@@ -60,9 +60,9 @@ from nodwyn_retrieval.store.paths import (
     ProjectDirs,
     config_dir,
     data_dir,
-    git_toplevel,
+    git_repo,
     project_dirs,
-    project_key,
+    repo_project_key,
 )
 from nodwyn_retrieval.tools import (
     DEFAULT_LIMIT,
@@ -637,10 +637,11 @@ def _prepare(
     """The blocking part of opening (git, the file system), run in a thread."""
     if not given.is_dir():
         raise NotFound(f"root {given} is not a directory")
-    top = git_toplevel(given) or given.resolve()
+    repo = git_repo(given)  # once: the top level and the project's key both come from it
+    top = repo.work_tree if repo is not None else given.resolve()
     ddir = data_dir(data_arg)
     cdir = config_dir(config_arg)
-    key = project_key(top)
+    key = repo_project_key(top, repo)
     return top, ddir, cdir, key, project_dirs(ddir, key), load_config(cdir)
 
 

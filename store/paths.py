@@ -40,6 +40,7 @@ __all__ = [
     "git_toplevel",
     "project_dirs",
     "project_key",
+    "repo_project_key",
     "run_git",
 ]
 
@@ -340,8 +341,8 @@ def git_common_dir(path: Path) -> Path | None:
     return repo.common_dir if repo is not None else None
 
 
-def _main_repository(root: Path) -> Path:
-    common = git_common_dir(root)
+def _main_repository(root: Path, repo: GitRepo | None) -> Path:
+    common = repo.common_dir if repo is not None else None
     if common is None:
         return Path(os.path.realpath(root))
     if common.name == ".git":
@@ -358,7 +359,13 @@ def project_key(root: Path) -> str:
     tell projects apart; the hash keeps two repositories of one name apart. Outside git the
     directory's own real path is hashed. Every worktree of a repository gets the same key (§4).
     """
-    main = _main_repository(Path(root))
+    return repo_project_key(root, git_repo(Path(root)))
+
+
+def repo_project_key(root: Path, repo: GitRepo | None) -> str:
+    """:func:`project_key` of root, whose repository :func:`git_repo` has already found (None:
+    root is outside git): one run of git fewer for a caller that needs the repository too."""
+    main = _main_repository(Path(root), repo)
     real = os.path.realpath(main)
     name = main.name.removesuffix(".git") if main.name != ".git" else ""
     name = _NAME_UNSAFE.sub("_", name).lstrip(".-")[:_NAME_MAX] or "project"

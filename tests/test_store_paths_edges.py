@@ -3,13 +3,16 @@ worktree's keys, git run in a tree (ADR 0050 §2, §4)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from nodwyn_retrieval import Engine
 from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.store import paths
 from nodwyn_retrieval.store.paths import git_repo, git_toplevel, project_dirs, project_key
 
 from tests.support import git, make_repo
@@ -139,3 +142,33 @@ def test_a_repository_found_and_a_projects_folders_cannot_be_pointed_elsewhere(
         dirs.chunks = tmp_path / "elsewhere"  # type: ignore[misc]
     assert repo.git_dir == real(tmp_path / "r" / ".git")
     assert dirs.chunks == tmp_path / "data" / "projects" / "r-0123456789ab" / "index" / "chunks"
+
+
+def test_a_session_opened_in_a_worktrees_subdirectory_asks_git_once_for_root_and_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engine.open's root and project key come from one question to git: the same as
+    git_toplevel's and project_key's, each of which asks on its own."""
+    main = make_repo(tmp_path / "main", {"pkg/a.py": "x = 1\n"})
+    wt = tmp_path / "wt"
+    git(main, "worktree", "add", "-q", "-b", "side", str(wt))
+    asked: list[tuple[str, ...]] = []
+    real_output = paths.git_output
+
+    def counted(cwd: Path, *args: str) -> str | None:
+        asked.append(args)
+        return real_output(cwd, *args)
+
+    monkeypatch.setattr(paths, "git_output", counted)
+
+    async def opened() -> tuple[Path, str]:
+        engine = await Engine.open(wt / "pkg", data_dir=tmp_path / "data")
+        try:
+            return engine.root, engine.key
+        finally:
+            await engine.close()
+
+    root, key = asyncio.run(opened())
+    assert sum(1 for a in asked if a and a[0] == "rev-parse") == 1
+    assert root == git_toplevel(wt / "pkg") == real(wt)
+    assert key == project_key(wt) == project_key(main)
