@@ -51,12 +51,13 @@ TESTS: dict[str, list[str]] = {
         "test_adr_numbers.py",
     ],
     "retrieval/bm25.py": [
+        "test_bm25_packed.py",
         "test_bm25.py",
         "test_bm25_edges.py",
         "test_tree_index.py",
         "test_adr_numbers.py",
     ],
-    "retrieval/blobs.py": ["test_blobs_edges.py", "test_blobs.py"],
+    "retrieval/blobs.py": ["test_blobs_native.py", "test_blobs_edges.py", "test_blobs.py"],
     "retrieval/chunks.py": [
         "test_chunks_edges.py",
         "test_chunks.py",
@@ -73,6 +74,7 @@ TESTS: dict[str, list[str]] = {
         "test_earlier.py",
     ],
     "retrieval/tree.py": [
+        "test_tree_rank_best.py",
         "test_tree_index.py",
         "test_tree_segment.py",
         "test_tree_kinds.py",
@@ -80,6 +82,7 @@ TESTS: dict[str, list[str]] = {
         "test_ranking.py",
         "test_adr_numbers.py",
     ],
+    "retrieval/tree_best.py": ["test_tree_rank_best.py", "test_tree_index.py", "test_ranking.py"],
     "retrieval/words.py": ["test_words_edges.py", "test_words.py", "test_words_native.py"],
     "guard/budget.py": ["test_budget_edges.py", "test_guard.py"],
     "guard/beneath.py": ["test_beneath_edges.py", "test_link_swap.py"],
@@ -89,6 +92,7 @@ TESTS: dict[str, list[str]] = {
     "guard/redact.py": [
         "test_redact_edges.py",
         "test_redact_prefilter.py",
+        "test_redact_name_start.py",
         "test_redact.py",
         "test_redact_shapes.py",
     ],
@@ -131,12 +135,14 @@ TESTS: dict[str, list[str]] = {
         "test_conversation.py",
     ],
     "store/mem_fold.py": [
+        "test_mem_fold_native.py",
         "test_mem_fold_edges.py",
         "test_mem_sums.py",
         "test_mem_edges.py",
         "test_mem.py",
     ],
     "store/mem_encode.py": [
+        "test_mem_fold_native.py",
         "test_mem_read_paths.py",
         "test_mem_format_edges.py",
         "test_mem_format_fold_edges.py",
@@ -144,6 +150,7 @@ TESTS: dict[str, list[str]] = {
         "test_mem.py",
         "test_seq_edges.py",
     ],
+    "store/mem_join.py": ["test_mem_join_edges.py", "test_mem_join.py"],
     "store/mem_format.py": [
         "test_mem_read_paths.py",
         "test_mem_format_edges.py",
@@ -179,6 +186,7 @@ TESTS: dict[str, list[str]] = {
         "test_refresher_phases.py",
         "test_adr_numbers.py",
         "test_scan_bounds.py",
+        "test_listing_edges.py",
     ],
     "actors/_fastpath.py": ["test_fastpath.py"],
     "actors/_listing.py": [
