@@ -4,6 +4,7 @@ Usage::
 
     python bench/chunkstore_bench.py /tmp/nodwyn-bench/sympy [--runs 3]
     python bench/chunkstore_bench.py --lookup 12000 --lookup 100000
+    python bench/chunkstore_bench.py --trees /tmp/nodwyn-bench/sympy
 
 With a tree: every text file git lists is redacted and analysed once (not timed), then its
 records are stored in a fresh directory as a worker stores them, in batches of a megabyte of
@@ -12,7 +13,9 @@ same script measures the store before and after packs), timed in CPU (``time.pro
 the kernel's work on files included) and wall time; then a new process reads every record back
 by key (a second tree built from the store). With ``--lookup N``: N records' entries in packs of
 about a hundred, and what a new process pays to list them, the time of one key's lookup, and
-the memory the lookup holds. Runs at the caller's priority; prints the load average.
+the memory the lookup holds. With ``--trees TREE``: ``nodwyn-retrieval update`` of a clone of
+TREE into a fresh data directory, then of a second working tree of that clone, whose records
+the store already holds. Runs at the caller's priority; prints the load average.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ import sys, time
 c0, w0 = time.process_time(), time.perf_counter()
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 store = ChunkStore(sys.argv[1])
-keys = sys.argv[2].split(",")
+keys = sys.stdin.read().split(",")
 c1, w1 = time.process_time(), time.perf_counter()
 got = sum(1 for k in keys if store.exists(k) and store.get(k) is not None)
 print(got, time.process_time() - c1, time.perf_counter() - w1)
@@ -106,8 +109,8 @@ print(got, time.process_time() - c1, time.perf_counter() - w1)
 
 def _read(directory: Path, keys: list[str]) -> tuple[int, float, float]:
     out = subprocess.run(
-        [sys.executable, "-c", _READ, str(directory), ",".join(keys)],
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", _READ, str(directory)],
+        input=",".join(keys), capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     return int(out[0]), float(out[1]), float(out[2])
 
@@ -132,22 +135,27 @@ def tree_run(tree: Path, runs: int) -> None:
         print(f"  write: CPU {c:.3f} s, wall {w:.3f} s, {n / 1e6:.2f} MB in {files} files "
               f"({n / text:.3f}x the text); read back {got} in a new process: CPU {rc:.3f} s, "
               f"wall {rw:.3f} s")  # fmt: skip
-    print(f"  median write CPU {statistics.median(cpu):.3f} s, wall {statistics.median(wall):.3f} s;"
-          f" read back CPU {statistics.median(r[0] for r in reads):.3f} s; "
+    read_cpu = statistics.median(r[0] for r in reads)
+    print(f"  median write CPU {statistics.median(cpu):.3f} s, "
+          f"wall {statistics.median(wall):.3f} s; read back CPU {read_cpu:.3f} s; "
           f"load average {_load()}")  # fmt: skip
 
 
 _LOOKUP = """
-import random, resource, sys, time, tracemalloc
-tracemalloc.start()
+import random, sys, time, tracemalloc
 from nodwyn_retrieval.store.chunkstore import ChunkStore
-keys = sys.argv[2].split(",")
+from nodwyn_retrieval.store.packs import reset_indexes
+keys = sys.stdin.read().split(",")
 c0, w0 = time.process_time(), time.perf_counter()
 store = ChunkStore(sys.argv[1])
 assert store.exists(keys[0])
 c1, w1 = time.process_time(), time.perf_counter()
+reset_indexes()
+tracemalloc.start()  # apart: it slows every allocation
+assert ChunkStore(sys.argv[1]).exists(keys[0])
 mem = tracemalloc.get_traced_memory()[0]
 tracemalloc.stop()
+time.sleep(1.1)  # past the directory's last change, as a build's later lookups are
 random.seed(1)
 probe = random.sample(keys, min(20000, len(keys)))
 c2 = time.perf_counter()
@@ -167,13 +175,14 @@ def lookup_run(n: int) -> None:
 
     d = Path(tempfile.mkdtemp(prefix="cklookup-"))
     try:
-        keys = [f"{hashlib.sha256(str(i).encode()).hexdigest()}-{ANALYZE_VERSION}" for i in range(n)]
+        digests = (hashlib.sha256(str(i).encode()).hexdigest() for i in range(n))
+        keys = [f"{h}-{ANALYZE_VERSION}" for h in digests]
         blob = b"x" * 3000  # the entries are what a lookup reads; a record's bytes are not
         for i in range(0, n, 100):
             write_pack(d / "packs", [(k, blob) for k in keys[i : i + 100]])
         out = subprocess.run(
-            [sys.executable, "-c", _LOOKUP, str(d), ",".join(keys)],
-            capture_output=True, text=True, check=True,
+            [sys.executable, "-c", _LOOKUP, str(d)],
+            input=",".join(keys), capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
         cpu, wall, mem, per, found, per_miss, miss = out
         print(f"lookup of {n} records in {(n + 99) // 100} packs, load average {_load()}: "
@@ -185,12 +194,56 @@ def lookup_run(n: int) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _update(root: Path, data: Path) -> tuple[float, float, int]:
+    """``nodwyn-retrieval update`` of root until it is not partial: wall, CPU (the processes'
+    and their workers', from the children's rusage), calls."""
+    import json
+    import resource
+
+    cmd = [sys.executable, "-m", "nodwyn_retrieval", "--data-dir", str(data), "--config-dir",
+           str(data / "config"), "--root", str(root), "--json", "update"]  # fmt: skip
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    calls = 0
+    while True:
+        calls += 1
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        if not json.loads(out).get("partial") or calls >= 10:
+            break
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return time.perf_counter() - w0, cpu, calls
+
+
+def trees_run(tree: Path) -> None:
+    """A first build of a copy of tree, then of a second working tree of it (git worktree), whose
+    records all come from the store."""
+    d = Path(tempfile.mkdtemp(prefix="cktrees-"))
+    try:
+        repo, wt, data = d / "repo", d / "wt", d / "data"
+        subprocess.run(["git", "clone", "-q", str(tree), str(repo)], check=True)
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", str(wt)], check=True)
+        print(f"{tree}: load average {_load()}")
+        for name, root in (("first tree", repo), ("second tree, from the store", wt)):
+            wall, cpu, calls = _update(root, data)
+            print(f"  {name}: wall {wall:.2f} s, CPU {cpu:.2f} s, {calls} call(s); "
+                  f"load average {_load()}")  # fmt: skip
+        chunks = sum(f.stat().st_size for f in data.rglob("*") if "chunks" in f.parts
+                     and f.is_file())  # fmt: skip
+        print(f"  chunk store {chunks / 1e6:.2f} MB")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tree", nargs="?", type=Path)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--lookup", type=int, action="append", default=[])
+    ap.add_argument("--trees", type=Path, help="a first build and a second tree's, of a copy")
     args = ap.parse_args()
+    if args.trees is not None:
+        trees_run(args.trees)
     if args.tree is not None:
         tree_run(args.tree, args.runs)
     for n in args.lookup:

@@ -202,6 +202,7 @@ class PackIndex:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._packs = os.path.join(directory, PACKS)  # a str: a miss's stat parses no Path
         self.lock = threading.Lock()
         self.packs: dict[str, Pack] = {}
         self.where: dict[str, tuple[Pack, int]] = {}
@@ -270,13 +271,12 @@ class PackIndex:
                 self.dups[key] = rest
 
     def _refresh(self, *, force: bool = False) -> None:
-        packs = self.directory / PACKS
         try:
-            st = os.stat(packs, follow_symlinks=False)
+            st = os.stat(self._packs, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             st = None
         except OSError as exc:
-            raise store_error("reading", packs, exc) from exc
+            raise store_error("reading", self._packs, exc) from exc
         if st is None or not stat.S_ISDIR(st.st_mode):  # none, or not ours (a link out)
             for name in list(self.packs):
                 self._drop(name)
@@ -286,6 +286,7 @@ class PackIndex:
         now = time.monotonic()
         if not force and sig == self._sig and not (self._racy and now - self._listed > _RACY_EVERY):
             return
+        packs = self.directory / PACKS
         self._racy = time.time_ns() - st.st_mtime_ns < _RACY_NS
         self._listed = now
         self._sig = sig

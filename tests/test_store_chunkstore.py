@@ -287,7 +287,7 @@ def test_entries_list_records_with_mtime_and_size_and_touch_renews_them(tmp_path
     (tmp_path / PACKS / f".x{SUFFIX}").write_text("x")
     (tmp_path / "README").write_text("x")
     listed = {k: (m, s) for k, m, s in store.iter_entries()}
-    # A pack of one: its 16-byte header and its CRC, one 48-byte entry, the record.
+    # A pack of one: its 12-byte header, one 48-byte entry, their 4-byte CRC, the record.
     assert {k: s + 16 + 48 for k, (_, s) in listed.items()} == keys
     first = next(iter(keys))
     long_ago = time.time() - 30 * 86400
