@@ -228,9 +228,13 @@ def trees_run(tree: Path) -> None:
             wall, cpu, calls = _update(root, data)
             print(f"  {name}: wall {wall:.2f} s, CPU {cpu:.2f} s, {calls} call(s); "
                   f"load average {_load()}")  # fmt: skip
-        chunks = sum(f.stat().st_size for f in data.rglob("*") if "chunks" in f.parts
-                     and f.is_file())  # fmt: skip
-        print(f"  chunk store {chunks / 1e6:.2f} MB")
+        files = [f for f in (data / "projects").rglob("*") if f.is_file() and "index" in f.parts]
+        chunks = sum(f.stat().st_size for f in files if "chunks" in f.parts)
+        index = sum(f.stat().st_size for f in files)
+        tree_files = [f for f in repo.rglob("*") if f.is_file() and ".git" not in f.parts]
+        text = sum(f.stat().st_size for f in tree_files)
+        print(f"  chunk store {chunks / 1e6:.2f} MB, index {index / 1e6:.2f} MB: "
+              f"{index / text:.3f}x the tree's {text / 1e6:.1f} MB")  # fmt: skip
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
