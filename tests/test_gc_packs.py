@@ -206,3 +206,30 @@ def test_a_record_damaged_in_a_pack_being_written_again_is_left_out(
     left = stored(pdirs)
     assert len(left) in (9, 10)  # the damaged one named, or not
     assert set(left) <= {key_of(t) for t in texts[:10]}
+
+
+@pytest.mark.asyncio
+async def test_a_collection_killed_after_taking_a_pack_aside_loses_only_derived_records(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    """What a collection killed between its rename and its rewrite leaves: the pack under a
+    temporary name. A later session finds every file again (its records rebuilt), and the
+    temporary file goes once it is an hour old."""
+    from nodwyn_retrieval.store.paths import project_key
+
+    from tests.test_gc import all_found, named_but_missing, open_engine, race_repo
+
+    repo, wt, words = race_repo(tmp_path, 8)
+    pd = project_dirs(dirs[0], project_key(repo))
+    async with await open_engine(repo, *dirs) as engine:
+        await engine.index_update()
+    for p in (pd.chunks / PACKS).glob(f"*{SUFFIX}"):
+        p.rename(p.with_name(f".{p.name}.gc0badf00d.tmp"))
+    reset_indexes()
+    assert await all_found(wt, dirs, words) == []
+    assert named_but_missing(pd, wt) == []
+    old = time.time() - 7200
+    for p in (pd.chunks / PACKS).glob(".*.tmp"):
+        os.utime(p, (old, old))
+    assert collect(pd, force=True).temp >= 1
+    assert list((pd.chunks / PACKS).glob(".*")) == []
