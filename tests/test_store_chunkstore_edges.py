@@ -232,3 +232,48 @@ def test_a_narrow_record_that_is_not_a_map_says_what_it_is(tmp_path: Path) -> No
             read_record(raw(store, key), key)
         assert store.get(key) is None
         assert store.stats.rebuilt == 1
+
+
+def test_a_stored_record_is_framed_compressed(tmp_path: Path) -> None:
+    from nodwyn_retrieval.store.codec import FLAG_ZLIB, HEADER
+
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    magic, version, flags = HEADER.unpack_from(raw(store, key))
+    assert (magic, version, flags & FLAG_ZLIB) == (MAGIC, VERSION, FLAG_ZLIB)
+
+
+def test_each_damaged_pack_a_listing_meets_counts_once(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    store.put(key_of(TEXT), analyze(TEXT))
+    (tmp_path / PACKS / f"0-a{SUFFIX}").write_bytes(b"NRCP garbage")
+    reset_indexes()
+    store = ChunkStore(tmp_path)
+    assert store.get(key_of("x\n")) is None
+    assert store.stats.rebuilt == 1
+    (tmp_path / PACKS / f"0-b{SUFFIX}").write_bytes(b"NRCP more garbage")
+    assert store.get(key_of("y\n")) is None  # the directory changed: listed again
+    assert store.stats.rebuilt == 2
+    assert sorted(p.name for p in (tmp_path / PACKS).iterdir()) == [store.path(key_of(TEXT)).name]
+
+
+def test_a_record_changed_where_its_decoding_cannot_tell_is_caught_by_its_crc(
+    tmp_path: Path,
+) -> None:
+    """A record stored uncompressed (what encode does when it could not read one back under
+    its bound) decodes whatever its bytes became: another valid record of the same length in
+    its place is refused by its entry's CRC alone."""
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    mine = encode(MAGIC, VERSION, {"key": key, "record": analyze(TEXT).to_obj()})
+    other_text = TEXT.replace("host", "hose")
+    other = encode(MAGIC, VERSION, {"key": key, "record": analyze(other_text).to_obj()})
+    assert len(other) == len(mine)
+    assert read_record(other, key) == analyze(other_text)
+    store.write_raw([(key, mine)])
+    path = store.path(key)
+    data = path.read_bytes()
+    path.write_bytes(data[: -len(mine)] + other)
+    assert store.get(key) is None
+    assert store.stats.rebuilt == 1
