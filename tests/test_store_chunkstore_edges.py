@@ -277,3 +277,35 @@ def test_a_record_changed_where_its_decoding_cannot_tell_is_caught_by_its_crc(
     path.write_bytes(data[: -len(mine)] + other)
     assert store.get(key) is None
     assert store.stats.rebuilt == 1
+
+
+def test_version_2_files_are_listed_from_two_letter_directories_alone(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    bucket = tmp_path / key[:2]
+    bucket.mkdir()
+    old = bucket / f"{key}.ck"
+    old.write_bytes(b"a version 2 record")
+    (bucket / "notes.txt").write_bytes(b"not a record")
+    (bucket / f".{key}.ck").write_bytes(b"hidden")
+    (tmp_path / "abc").mkdir()
+    (tmp_path / "abc" / f"{key}.ck").write_bytes(b"not in a bucket")
+    (tmp_path / "cd.ck").write_bytes(b"")  # a file named like a bucket's record
+    (tmp_path / "ef").write_bytes(b"")  # a file, not a bucket
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / f"{key}.ck").write_bytes(b"someone else's")
+    (tmp_path / "gh").symlink_to(elsewhere)  # a link, not a bucket
+    assert list(store.legacy_files()) == [old]
+
+
+def test_a_sweep_looks_in_the_packs_and_two_letter_directories_alone(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    long_ago = time.time() - 7200
+    where = [tmp_path / PACKS, tmp_path / "ab", tmp_path / "abc"]
+    for d in where:
+        d.mkdir()
+        (d / ".x.ckp.1.tmp").write_bytes(b"half")
+        os.utime(d / ".x.ckp.1.tmp", (long_ago, long_ago))
+    assert store.remove_stale_temp(older_than=3600) == 2
+    assert [(d / ".x.ckp.1.tmp").exists() for d in where] == [False, False, True]
