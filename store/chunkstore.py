@@ -221,7 +221,7 @@ class ChunkStore:
         total = 0
         while blobs:
             n, size = 0, 0
-            while n < len(blobs) and n < MAX_RECORDS - 1 and (n == 0 or size < MAX_PACK_BYTES):
+            while n < len(blobs) and n < MAX_RECORDS and size < MAX_PACK_BYTES:
                 size += len(blobs[n][1])
                 n += 1
             part, blobs = blobs[:n], blobs[n:]

@@ -227,3 +227,33 @@ def test_a_batch_whose_pack_cannot_be_written_says_why_and_keeps_its_records(
     [error] = errors
     assert error is not None
     assert f"writing {tmp_path / PACKS}/" in error
+
+
+def test_a_batch_past_a_packs_bounds_is_written_as_several_packs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodwyn_retrieval.store import chunkstore
+    from nodwyn_retrieval.store.packs import MAX_RECORDS
+
+    store = ChunkStore(tmp_path / "many")
+    keys = [ChunkStore.key(f"{i:064x}") for i in range(MAX_RECORDS + 1)]
+    store.write_raw([(k, b"r") for k in keys])
+    counts = sorted(len(read_pack_entries(p)) for p in packs_in(tmp_path / "many"))
+    assert counts == [1, MAX_RECORDS]
+    # A pack is closed once its records reach MAX_PACK_BYTES (the record that reaches it in).
+    monkeypatch.setattr(chunkstore, "MAX_PACK_BYTES", 100)
+    store = ChunkStore(tmp_path / "big")
+    store.write_raw([(k, b"x" * 50) for k in keys[:5]])
+    counts = sorted(len(read_pack_entries(p)) for p in packs_in(tmp_path / "big"))
+    assert counts == [1, 2, 2]
+    assert store.stats.packs_written == 3
+    store.write_raw([(keys[9], b"y" * 300), (keys[10], b"z")])  # one past the bound alone
+    counts = sorted(len(read_pack_entries(p)) for p in packs_in(tmp_path / "big"))
+    assert counts == [1, 1, 1, 2, 2]
+
+
+def read_pack_entries(path: Path) -> list[tuple[str, int, int, int]]:
+    data = path.read_bytes()
+    got = parse_entries(data, len(data))
+    assert not isinstance(got, int)
+    return got
