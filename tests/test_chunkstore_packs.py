@@ -257,3 +257,35 @@ def read_pack_entries(path: Path) -> list[tuple[str, int, int, int]]:
     got = parse_entries(data, len(data))
     assert not isinstance(got, int)
     return got
+
+
+def test_a_pack_naming_one_key_twice_is_damaged() -> None:
+    import struct
+    import zlib
+
+    from nodwyn_retrieval.errors import FormatError
+
+    key = key_of("a")
+    sha = bytes.fromhex(key.split("-")[0])
+    version = int(key.split("-")[1])
+    end = 12 + 2 * 48 + 4
+    head = bytearray(struct.pack(">4sHHI", b"NRCP", 3, 0, 2))
+    for offset in (end, end + 1):
+        head += struct.pack(">32sIIII", sha, version, offset, 1, zlib.crc32(b"x"))
+    head += struct.pack(">I", zlib.crc32(head))
+    data = bytes(head) + b"xx"
+    with pytest.raises(FormatError, match="outside its records"):
+        parse_entries(data, len(data))
+
+
+def test_files_in_the_packs_directory_that_are_not_packs_are_left_alone(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    store.put(key_of(text(0)), analyze(text(0)))
+    strays = [tmp_path / PACKS / "notes.txt", tmp_path / PACKS / f".hidden{SUFFIX}"]
+    for p in strays:
+        p.write_bytes(b"not a pack")
+    reset_indexes()
+    again = ChunkStore(tmp_path)
+    assert again.get(key_of(text(0))) == analyze(text(0))
+    assert again.stats.rebuilt == 0
+    assert all(p.exists() for p in strays)
