@@ -16,7 +16,14 @@ from nodwyn_retrieval.actors._work import analyze_batch, analyze_packed
 from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.store.atomic import TEMP_SUFFIX
 from nodwyn_retrieval.store.chunkstore import SUFFIX, ChunkStore, read_pack
-from nodwyn_retrieval.store.packs import PACKS, PackIndex, pack_bytes, parse_entries, reset_indexes
+from nodwyn_retrieval.store.packs import (
+    PACKS,
+    PackIndex,
+    pack_bytes,
+    pack_index,
+    parse_entries,
+    reset_indexes,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -289,3 +296,54 @@ def test_files_in_the_packs_directory_that_are_not_packs_are_left_alone(tmp_path
     assert again.get(key_of(text(0))) == analyze(text(0))
     assert again.stats.rebuilt == 0
     assert all(p.exists() for p in strays)
+
+
+def test_forgetting_a_second_copy_keeps_the_first(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(text(0))
+    store.put(key, analyze(text(0)))
+    first = store.path(key)
+    store.put(key, analyze(text(0)))  # a second tree's copy
+    [second] = [p for p in packs_in(tmp_path) if p != first]
+    second.unlink()
+    store.forget(second)
+    assert store.exists(key)
+    assert store.path(key) == first
+    assert store.get(key) == analyze(text(0))
+
+
+def test_a_collections_listing_sees_a_pack_the_lookup_would_not_yet(tmp_path: Path) -> None:
+    """A miss trusts the directory's mtime once it is a second old; the collection's listing
+    (list_packs) reads the directory whatever it says."""
+    from nodwyn_retrieval.store.packs import write_pack
+
+    store = ChunkStore(tmp_path)
+    store.put(key_of(text(0)), analyze(text(0)))
+    packs = tmp_path / PACKS
+    old = time.time_ns() - 10_000_000_000
+    os.utime(packs, ns=(old, old))
+    reset_indexes()
+    store = ChunkStore(tmp_path)
+    assert not store.exists(key_of(text(1)))  # listed: the directory is ten seconds old
+    write_pack(packs, [(key_of(text(1)), b"x")])  # another process's pack, in the same tick
+    os.utime(packs, ns=(old, old))
+    assert not store.exists(key_of(text(1)))
+    assert key_of(text(1)) in {k for info in store.list_packs() for k in info.keys}
+    assert store.exists(key_of(text(1)))
+
+
+def test_misses_in_a_quiet_directory_do_not_list_it_again(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    store.put(key_of(text(0)), analyze(text(0)))
+    packs = tmp_path / PACKS
+    old = time.time_ns() - 10_000_000_000
+    os.utime(packs, ns=(old, old))
+    reset_indexes()
+    store = ChunkStore(tmp_path)
+    assert not store.exists(key_of(text(1)))
+    index = pack_index(tmp_path)
+    listed = index.listings
+    for i in range(3):
+        time.sleep(0.06)  # past the racy window's own pace
+        assert not store.exists(key_of(text(2 + i)))
+    assert index.listings == listed
