@@ -233,3 +233,39 @@ async def test_a_collection_killed_after_taking_a_pack_aside_loses_only_derived_
         os.utime(p, (old, old))
     assert collect(pd, force=True).temp >= 1
     assert list((pd.chunks / PACKS).glob(".*")) == []
+
+
+def test_an_old_pack_exactly_a_quarter_unnamed_is_written_again(
+    tmp_path: Path, pdirs: ProjectDirs
+) -> None:
+    store = ChunkStore(pdirs.chunks)
+    keys = [ChunkStore.key(f"{i:064x}") for i in range(SMALL_PACK)]
+    store.write_raw([(k, b"r" * 100) for k in keys])  # records of one size
+    [path] = (pdirs.chunks / PACKS).glob(f"*{SUFFIX}")
+    old = time.time() - 30 * DAY
+    os.utime(path, (old, old))
+    root = tmp_path / "tree"
+    root.mkdir()
+    named = keys[SMALL_PACK // 4 :]  # a quarter of the bytes unnamed, exactly
+    entries = {f"f{i}.py": Entry(1, 1, i, k) for i, k in enumerate(named)}
+    save_manifest(manifest_path(pdirs.trees, root), Manifest(str(root), 1, entries))
+    done = collect(pdirs, force=True)
+    assert (done.chunks, done.rewritten) == (SMALL_PACK // 4, 1)
+    assert not path.exists()
+
+
+def test_a_sweep_never_follows_a_link_named_as_a_version_2_directory(
+    tmp_path: Path, pdirs: ProjectDirs
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    theirs = elsewhere / ".theirs.ck.1.tmp"
+    theirs.write_bytes(b"someone else's")
+    old = time.time() - 7200
+    os.utime(theirs, (old, old))
+    pdirs.chunks.mkdir(parents=True)
+    (pdirs.chunks / "zz").symlink_to(elsewhere)
+    done = collect(pdirs, force=True)
+    assert done.temp == 0
+    assert theirs.exists()
+    assert (pdirs.chunks / "zz").is_symlink()
