@@ -110,8 +110,10 @@ def analyze_blob(
 
 
 def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
-    """:func:`analyze_blob` for each (path, bytes), storing new records: a worker's unit of work."""
-    return [analyze_blob(p, d, chunks_dir, store=True) for p, d in items]
+    """:func:`analyze_blob` for each (path, bytes), storing the new records in one pack: a
+    worker's unit of work."""
+    out = [analyze_blob(p, d, chunks_dir) for p, d in items]
+    return _put_all(ChunkStore(Path(chunks_dir)), out) if chunks_dir is not None else out
 
 
 def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[list[Analyzed], Pairs]:
@@ -123,12 +125,12 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
     not in the session; one that no longer decodes is analysed again and put back.
     """
     store = ChunkStore(Path(chunks_dir))
-    out: list[Analyzed] = []
-    recs: list[tuple[str, FileRecord]] = []
+    made: list[Analyzed] = []
+    held: dict[int, FileRecord] = {}  # records the store held, read here
     for path, data in items:
-        a = analyze_blob(path, data, chunks_dir, store=True)
-        rec = a.record
-        if a.skip is None and rec is None:
+        a = analyze_blob(path, data, chunks_dir)
+        if a.skip is None and a.record is None:
+            rec: FileRecord | None
             try:
                 store.touch(a.key)
                 rec = store.get(a.key)
@@ -136,12 +138,17 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
                 rec = None
             if rec is None:  # gone or damaged since it was looked for: made again
                 a = analyze_blob(path, data, None)
-                rec = a.record
-                if rec is not None:
-                    a = _put(store, a, rec)
+            else:
+                held[len(made)] = rec
+        made.append(a)
+    out: list[Analyzed] = []
+    recs: list[tuple[str, FileRecord]] = []
+    for n, a in enumerate(_put_all(store, made)):
+        rec = held.get(n, a.record)
         if rec is None:
             out.append(a)
             continue
+        path = a.path
         recs.append((path, rec))
         stored = a.stored or a.record is None  # written here, or found in the store
         out.append(
@@ -153,11 +160,26 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
 
 def _put(store: ChunkStore, a: Analyzed, rec: FileRecord) -> Analyzed:
     """a, with its new record written to the store (or why that failed: still indexed)."""
+    return _put_all(store, [Analyzed(a.path, None, a.key, rec, a.redactions, a.text_bytes)])[0]
+
+
+def _put_all(store: ChunkStore, made: list[Analyzed]) -> list[Analyzed]:
+    """made, with their new records written to the store in one pack (or why that failed:
+    still indexed in memory)."""
+    new = [(a.key, a.record) for a in made if a.record is not None]
+    if not new:
+        return made
     try:
-        store.put(a.key, rec)
+        store.put_many(new)
     except StoreError as e:
-        return Analyzed(a.path, None, a.key, rec, a.redactions, a.text_bytes, False, str(e))
-    return Analyzed(a.path, None, a.key, rec, a.redactions, a.text_bytes, True)
+        err: str | None = str(e)
+    else:
+        err = None
+    return [
+        a if a.record is None
+        else Analyzed(a.path, None, a.key, a.record, a.redactions, a.text_bytes, err is None, err)
+        for a in made
+    ]  # fmt: skip
 
 
 def cpu_count() -> int:

@@ -7,15 +7,26 @@ last run) unless forced, and removes:
 - manifests (and their locks and snapshots) whose working tree is gone (a removed worktree);
 - manifests that no longer decode and that nobody wrote for seven days (their tree would have
   rebuilt them by then if it were still used);
-- stored chunk records that no manifest names and that nobody touched for seven days;
+- stored chunk records that no manifest names and whose pack nobody touched for seven days;
+- version 2's record files (one a record), which this version never reads;
 - temporary files a killed writer left behind, once they are an hour old.
 
-A refresh that reuses a stored record touches it, so a collection racing a refresh cannot take a
-record a manifest is about to name: the record is at most seconds old, not seven days. The
-collection judges a record's age twice: once when it lists the store, and again after it has
-renamed the record out of the way, and it puts back a record that was touched in between. A
-reader that touches a record before it reads it therefore either finds it in place (and the
-collection leaves it) or finds it gone (and analyses the file again).
+Records live in packs (store.packs), so a pack is what is judged: one untouched for seven days
+whose records no manifest names is removed; one that holds some named records is written again
+with those alone when the others are at least a quarter of its record bytes (REWRITE_SHARE), and
+kept as it is otherwise; old packs of fewer than SMALL_PACK records are merged into one. So after
+a collection, at most a quarter of an old pack's bytes are records nobody names (or a record's
+second copy, which two trees storing one content at once can leave), besides the packs touched
+in the last seven days, which are kept whole.
+
+A refresh that reuses a stored record touches its pack, so a collection racing a refresh cannot
+take a record a manifest is about to name: the pack is at most seconds old, not seven days. The
+collection judges a pack's age twice: once when it lists the store, and again after it has
+renamed the pack out of the way, and it puts back a pack that was touched in between. A reader
+that touches a record before it reads it therefore either finds it in place (and the collection
+leaves it) or finds it gone (and analyses the file again). A pack written again is renamed aside
+first, so a reader meanwhile finds the records it named missing for that moment and analyses
+their files again: derived work, never a loss.
 
 A manifest that does not decode may name anything: while one younger than seven days is there, no
 chunk record is removed.
@@ -38,7 +49,7 @@ from pathlib import Path
 from nodwyn_retrieval.bus import Actor
 from nodwyn_retrieval.errors import FormatError, RetrievalError, StoreError
 from nodwyn_retrieval.store.atomic import TEMP_SUFFIX
-from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.chunkstore import ChunkStore, PackInfo
 from nodwyn_retrieval.store.manifest import list_manifests, load_manifest
 from nodwyn_retrieval.store.paths import ProjectDirs
 
@@ -50,6 +61,8 @@ INTERVAL = 3600.0  # at most once an hour
 CHUNK_GRACE = 7 * 24 * 3600.0  # stored files no manifest names for seven days
 TEMP_GRACE = 3600.0  # a temporary file younger than this may be a write in progress
 MARKER = "gc.marker"
+REWRITE_SHARE = 0.25  # an old pack this much unnamed (in its records' bytes) is written again
+SMALL_PACK = 16  # old packs of fewer records are merged into one
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +84,7 @@ class Collected:
     manifests: int = 0
     """Manifests removed because their working tree is gone (or they no longer decode)."""
     chunks: int = 0
-    """Chunk records removed."""
+    """Chunk records removed (version 2's record files among them)."""
     bytes: int = 0
     """Bytes freed."""
     kept_unnamed: int = 0
@@ -79,6 +92,8 @@ class Collected:
     while the collection ran, or a manifest that does not decode might name them."""
     temp: int = 0
     """Temporary files of killed writers removed."""
+    rewritten: int = 0
+    """Packs written again with their named records alone (or merged)."""
     error: str | None = None
     """Why the collection stopped, when it did: it is tried again at the next search."""
 
@@ -100,41 +115,92 @@ def _unlink(path: Path) -> int:
     return size
 
 
-def _remove_unnamed(store: ChunkStore, key: str, now: float) -> int | None:
-    """Remove the record of key unless it was touched since the store was listed.
+def _aside(info: PackInfo, now: float) -> Path | None:
+    """Rename the pack out of the way unless it was touched since the store was listed.
 
-    The record is first renamed out of the way, atomically, so that nobody can touch it any more
-    under its name; then its age is judged again on the renamed file. A record touched before
-    the rename is put back. The bytes freed, or None when the record was kept or was gone.
+    Renamed first, atomically, so that nobody can touch it any more under its name; then its
+    age is judged again on the renamed file. A pack touched before the rename is put back. The
+    renamed file, or None when the pack was kept or was gone.
     """
-    path = store.path(key)
+    path = info.path
     aside = path.with_name(f".{path.name}.gc{secrets.token_hex(4)}{TEMP_SUFFIX}")
     try:
         os.rename(path, aside)
     except FileNotFoundError:
-        return None  # another collection took it, or its writer's rename has not happened
+        return None  # another collection took it, or a reader found it damaged
     except OSError as exc:
         raise StoreError(f"cannot collect {path}: {exc.strerror or exc}") from None
     try:
         st = os.stat(aside)
     except OSError:
         return None
-    if now - st.st_mtime < CHUNK_GRACE:
-        # Touched between the listing and the rename: a refresh is about to name it.
+    if st.st_mtime_ns != info.mtime_ns or now - st.st_mtime < CHUNK_GRACE:
+        # Touched between the listing and the rename: a refresh is about to name a record.
         try:
             os.rename(aside, path)
         except OSError:
-            # Lost: the next reader finds it missing and analyses the file again.
+            # Lost: the next reader finds its records missing and analyses the files again.
             with contextlib.suppress(OSError):
                 os.unlink(aside)
         return None
+    return aside
+
+
+def _collect_packs(
+    store: ChunkStore, named: set[str], now: float, hold: bool
+) -> tuple[int, int, int, int]:
+    """Remove or write again the old packs whose records no manifest names (the module says
+    which); (records removed, records kept unnamed, bytes freed, packs written again)."""
+    live_seen: set[str] = set()
+    plans: list[tuple[PackInfo, list[str], int]] = []
+    kept = 0
+    for info in store.list_packs():
+        live: list[str] = []
+        dead = dead_bytes = 0
+        for key, length in zip(info.keys, info.lengths, strict=True):
+            if key in named and key not in live_seen:
+                live.append(key)
+                live_seen.add(key)
+            else:
+                dead += 1
+                dead_bytes += length
+        small = len(info.keys) < SMALL_PACK
+        worth = small or not live or dead_bytes >= REWRITE_SHARE * sum(info.lengths)
+        if hold or now - info.mtime < CHUNK_GRACE or not (dead or small) or not worth:
+            kept += dead
+        else:
+            plans.append((info, live, dead))
+    if len(plans) == 1 and plans[0][2] == 0:
+        plans = []  # a lone small pack with nothing to free: nothing to merge it with
+    removed = freed = rewritten = 0
+    taken: list[tuple[PackInfo, Path, int]] = []
+    blobs: list[tuple[str, bytes]] = []
+    for info, live, dead in plans:
+        aside = _aside(info, now)
+        if aside is None:
+            kept += dead
+            continue
+        store.forget(info.path)
+        # A damaged or unreadable pack: its named records are analysed again where needed.
+        with contextlib.suppress(FormatError, OSError):
+            blobs += store.read_raw(aside, live) if live else []
+        taken.append((info, aside, dead))
+        rewritten += bool(live)
+    if not taken:
+        return removed, kept, freed, 0
     try:
-        os.unlink(aside)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StoreError(f"cannot collect {path}: {exc.strerror or exc}") from None
-    return st.st_size
+        written = store.write_raw(sorted(set(blobs))) if blobs else 0
+    except StoreError:
+        for info, aside, _ in taken:  # the named records stay stored, where they were
+            with contextlib.suppress(OSError):
+                os.rename(aside, info.path)
+        raise
+    for info, aside, dead in taken:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(aside)
+        removed += dead
+        freed += info.size
+    return removed, kept, freed - written, rewritten
 
 
 def _remove_stale_temp(directory: Path, now: float) -> int:
@@ -193,32 +259,27 @@ def collect(dirs: ProjectDirs, *, force: bool = False, now: float | None = None)
             continue
         named.update(e.key for e in m.entries.values())
     store = ChunkStore(dirs.chunks)
-    removed = 0
-    kept = 0
-    for key, mtime, _size in store.iter_entries():
-        if key in named:
-            continue
-        if unreadable_young or t - mtime < CHUNK_GRACE:
-            kept += 1
-            continue
-        size = _remove_unnamed(store, key, t)
-        if size is None:
-            kept += 1
-            continue
-        removed += 1
-        freed += size
-    temp = _remove_stale_temp(dirs.trees, t)
+    removed, kept, got, rewritten = _collect_packs(store, named, t, unreadable_young)
+    freed += got
+    for old in list(store.legacy_files()):  # version 2's records: never read again
+        size = _unlink(old)
+        if size:
+            removed += 1
+            freed += size
+    temp = _remove_stale_temp(dirs.trees, t) + _remove_stale_temp(store.packs_dir, t)
     with contextlib.suppress(OSError):
         for bucket in os.scandir(dirs.chunks):
             if len(bucket.name) == 2 and bucket.is_dir(follow_symlinks=False):
                 temp += _remove_stale_temp(Path(bucket.path), t)
+                with contextlib.suppress(OSError):
+                    os.rmdir(bucket.path)  # emptied of version 2's records
     try:
         dirs.index.mkdir(parents=True, exist_ok=True)
         marker.touch()
         os.utime(marker, (t, t))
     except OSError as e:
         raise StoreError(f"cannot write {marker}: {e.strerror or e}") from None
-    return Collected(True, gone, removed, freed, kept, temp)
+    return Collected(True, gone, removed, freed, kept, temp, rewritten=rewritten)
 
 
 class GcActor(Actor):

@@ -5,17 +5,21 @@ version of the chunker and tokenizer, so every worktree, branch and session of t
 that file shares them." A key is ``<sha256 hex>-<ANALYZE_VERSION>``: a new chunker or word splitter
 never reads a record an older one wrote, it simply finds nothing under its own key.
 
-Layout: ``<directory>/<key[:2]>/<key>.ck``, each file framed by :mod:`store.codec` with the magic
-``b"NRCK"`` and holding ``{"key": <key>, "record": FileRecord.to_obj(), "widths": <6 bytes>}``.
-The key inside the file catches a record renamed or copied under another key. Version 2 stores
-each of the record's six arrays (``starts``, ``ends``, ``offsets``, ``word``, ``body``,
-``first``) in the fewest bytes a value that hold its largest (1, 2 or 4: ``widths``, in that
-order; without it every array is 4 bytes a value): on Python sources the records shrink by a
-sixth, compressed, at no cost in time. Version 1 records (4 bytes a value always) are rebuilt.
+Version 3 keeps the records in packs (:mod:`store.packs`): ``<directory>/packs/<name>.ckp``, one
+file a batch of new records (a worker's megabyte of text, about a hundred files), written once
+by a rename and never changed. Each record in a pack is framed by :mod:`store.codec` with the
+magic ``b"NRCK"`` and holds ``{"key": <key>, "record": FileRecord.to_obj(), "widths": <6
+bytes>}``: the key inside catches an entry that points at another key's record, and each of the
+record's six arrays (``starts``, ``ends``, ``offsets``, ``word``, ``body``, ``first``) is
+stored in the fewest bytes a value that hold its largest (1, 2 or 4: ``widths``, in that order).
+Version 2's one file a record (``<directory>/<key[:2]>/<key>.ck``) is not read: those records are
+rebuilt, and the collection deletes their files.
 
-No lock is needed: two processes that write one key write the same bytes, and each write is atomic.
-A record that does not decode is deleted and reported missing, so the caller analyzes the file
-again and puts it back (§4: everything here is derived; a file that fails to parse is rebuilt).
+No lock is needed: a pack's name is its writer's alone, and two processes that store one key
+store the same record twice, which any reader may take (the collection frees the copy). A record
+or a pack that does not check is reported missing and its pack deleted, so the callers analyse
+their files again and put them back (§4: everything here is derived; a file that fails to parse
+is rebuilt).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +37,39 @@ from typing import Any
 import numpy as np
 from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, FileRecord
-from nodwyn_retrieval.store.atomic import TEMP_SUFFIX, store_error, write_atomic
+from nodwyn_retrieval.store.atomic import TEMP_SUFFIX, store_error
 from nodwyn_retrieval.store.codec import decode, encode
+from nodwyn_retrieval.store.packs import (
+    MAX_RECORDS,
+    PACK_SUFFIX,
+    PACKS,
+    Pack,
+    discard,
+    pack_index,
+    parse_entries,
+    read_entries,
+    write_pack,
+)
 
-__all__ = ["MAGIC", "SUFFIX", "VERSION", "ChunkStore", "ChunkStoreStats", "read_record"]
+__all__ = [
+    "LEGACY_SUFFIX",
+    "MAGIC",
+    "SUFFIX",
+    "VERSION",
+    "ChunkStore",
+    "ChunkStoreStats",
+    "PackInfo",
+    "read_pack",
+    "read_record",
+    "record_bytes",
+]
 
 MAGIC = b"NRCK"
-VERSION = 2  # 2: arrays in 1, 2 or 4 bytes a value ("widths")
-SUFFIX = ".ck"
+VERSION = 3  # 3: records in packs; 2: arrays in 1, 2 or 4 bytes a value ("widths")
+SUFFIX = PACK_SUFFIX
+LEGACY_SUFFIX = ".ck"
+"""Version 2's record files, which the collection deletes."""
+MAX_PACK_BYTES = 64 << 20  # a batch past this (or past MAX_RECORDS) is written as several packs
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _KEY = re.compile(r"[0-9a-f]{64}-[0-9]{1,9}")
@@ -54,23 +84,55 @@ class ChunkStoreStats:
     misses: int = 0
     """Keys with no record."""
     rebuilt: int = 0
-    """Records that were corrupt, truncated, foreign or of another version: deleted, reported
-    missing, so that the caller rebuilds them."""
+    """Records that were corrupt, truncated, foreign or of another version, and packs whose
+    entries were (one each: which records they held cannot be read): deleted, reported
+    missing, so that the callers rebuild them."""
     written: int = 0
     """Records put."""
     bytes_written: int = 0
-    """Their bytes, framed and compressed."""
+    """Their bytes, framed and compressed, with their packs' headers."""
+    packs_written: int = 0
+    """Packs written."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackInfo:
+    """One pack as the collection sees it."""
+
+    path: Path
+    mtime_ns: int
+    size: int
+    keys: tuple[str, ...]
+    lengths: tuple[int, ...]
+
+    @property
+    def mtime(self) -> float:
+        return self.mtime_ns / 1e9
+
+
+def record_bytes(key: str, record: FileRecord) -> bytes:
+    """The framed bytes a pack holds for record under key."""
+    # zlib level 1: on Python sources a record shrinks to 0.22 of the text instead of 0.19 at
+    # level 6, for a third of the compression time, which a first build pays for every file.
+    rec, widths = _narrow(record.to_obj())
+    return encode(MAGIC, VERSION, {"key": key, "record": rec, "widths": widths},
+                  compress=True, level=1)  # fmt: skip
 
 
 class ChunkStore:
-    """Content-addressed :class:`FileRecord` files under one directory (§4)."""
+    """Content-addressed :class:`FileRecord` records in packs under one directory (§4)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.stats = ChunkStoreStats()
+        self._index = pack_index(self.directory)
 
     def __repr__(self) -> str:
         return f"ChunkStore({str(self.directory)!r}, {self.stats})"
+
+    @property
+    def packs_dir(self) -> Path:
+        return self.directory / PACKS
 
     @staticmethod
     def key(sha256_hex: str) -> str:
@@ -79,113 +141,201 @@ class ChunkStore:
             raise BadInput(f"a content hash is 64 lowercase hex digits, got {sha256_hex!r}")
         return f"{sha256_hex}-{ANALYZE_VERSION}"
 
-    def path(self, key: str) -> Path:
-        """Where the record of ``key`` lives; a key this store would not make is refused."""
-        if not _KEY.fullmatch(key):
+    @staticmethod
+    def _checked(key: str) -> str:
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise BadInput(f"{key!r} is not a chunk store key")
-        return self.directory / key[:2] / f"{key}{SUFFIX}"
+        return key
+
+    def _find(self, key: str) -> tuple[Pack, int] | None:
+        """Where key's record lies; the packs found damaged on the way are counted rebuilt."""
+        before = self._index.damaged
+        got = self._index.find(key)
+        self.stats.rebuilt += self._index.damaged - before
+        return got
+
+    def path(self, key: str) -> Path:
+        """The pack that holds the record of ``key``; a key this store would not make is refused,
+        and FileNotFoundError raised when no pack holds it."""
+        got = self._find(self._checked(key))
+        if got is None:
+            raise FileNotFoundError(f"no chunk record of {key} in {self.packs_dir}")
+        return self.packs_dir / got[0].name
 
     def get(self, key: str) -> FileRecord | None:
         """The record stored under ``key``, or None when there is none.
 
-        A record that fails to decode or validate is deleted, counted in ``stats.rebuilt`` and
-        reported as None: the caller analyzes the file again. An unreadable directory (a
-        permission) is a :class:`errors.StoreError`, since rebuilding would not help.
+        A record that fails its CRC, to decode or to validate is counted in ``stats.rebuilt``,
+        its pack deleted and the next copy tried; with none left the answer is None and the
+        caller analyses the file again. An unreadable directory (a permission) is a
+        :class:`errors.StoreError`, since rebuilding would not help.
         """
-        path = self.path(key)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            self.stats.misses += 1
-            return None
-        except IsADirectoryError:
-            data = b""  # something else sits where a record should: rebuilt like a corrupt one
-        except OSError as exc:
-            raise store_error("reading", path, exc) from exc
-        try:
-            record = read_record(data, key)
-        except FormatError:
-            self.stats.rebuilt += 1
-            self._discard(path)
-            return None
-        self.stats.hits += 1
-        return record
+        self._checked(key)
+        for _ in range(8):  # each turn forgets a pack: gone, damaged, or rewritten meanwhile
+            got = self._find(key)
+            if got is None:
+                break
+            pack, i = got
+            path = self.packs_dir / pack.name
+            try:
+                data = _pread(path, pack.offsets[i], pack.lengths[i])
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                self._index.drop(pack.name)
+                continue
+            except OSError as exc:
+                raise store_error("reading", path, exc) from exc
+            try:
+                if len(data) != pack.lengths[i] or zlib.crc32(data) != pack.crcs[i]:
+                    raise FormatError("a chunk record fails its CRC: rebuild")
+                record = read_record(data, key)
+            except FormatError:
+                self.stats.rebuilt += 1
+                self._index.drop(pack.name)
+                discard(path)
+                continue
+            self.stats.hits += 1
+            return record
+        self.stats.misses += 1
+        return None
 
     def put(self, key: str, record: FileRecord) -> int:
-        """Store ``record`` under ``key``, compressed and atomically; the bytes written.
+        """Store ``record`` under ``key`` (a pack of one); the bytes written."""
+        return self.put_many([(key, record)])
 
-        Not fsync'ed: a record cut short by a power failure fails to decode and is rebuilt, which
-        costs one file's analysis; an fsync per file would cost every build far more.
+    def put_many(self, items: Iterable[tuple[str, FileRecord]]) -> int:
+        """Store each (key, record) in one new pack, written atomically; the bytes written.
+
+        A key given twice is stored once. Not fsync'ed: a pack cut short by a power failure
+        fails its checks and is rebuilt, which costs its files' analysis; an fsync a batch
+        would cost every build more. A write that fails is a :class:`errors.StoreError` and
+        stores nothing.
         """
-        path = self.path(key)
-        # zlib level 1: on Python sources a record shrinks to 0.22 of the text instead of 0.19 at
-        # level 6, for a third of the compression time, which a first build pays for every file.
-        rec, widths = _narrow(record.to_obj())
-        obj = {"key": key, "record": rec, "widths": widths}
-        data = encode(MAGIC, VERSION, obj, compress=True, level=1)
-        write_atomic(path, data, sync=False)
-        self.stats.written += 1
-        self.stats.bytes_written += len(data)
-        return len(data)
+        blobs: dict[str, bytes] = {}
+        for key, record in items:
+            if self._checked(key) not in blobs:
+                blobs[key] = record_bytes(key, record)
+        return self.write_raw(list(blobs.items()))
+
+    def write_raw(self, blobs: list[tuple[str, bytes]]) -> int:
+        """Write records already framed (``record_bytes``) as new packs; the bytes written."""
+        total = 0
+        while blobs:
+            n, size = 0, 0
+            while n < len(blobs) and n < MAX_RECORDS and size < MAX_PACK_BYTES:
+                size += len(blobs[n][1])
+                n += 1
+            part, blobs = blobs[:n], blobs[n:]
+            pack, written = write_pack(self.packs_dir, part)
+            self._index.add(pack)
+            self.stats.written += len(part)
+            self.stats.packs_written += 1
+            self.stats.bytes_written += written
+            total += written
+        return total
 
     def touch(self, key: str) -> None:
         """Mark ``key`` as in use now, so a collection of old records spares it (amendment
-        2026-10-16: "a refresh that reuses a stored chunk touches it"). A missing record is left
-        missing: the caller finds that with :meth:`get`."""
-        path = self.path(key)
-        try:
-            os.utime(path)
-        except FileNotFoundError:
+        2026-10-16: "a refresh that reuses a stored chunk touches it"): its pack's mtime is
+        renewed, which spares every record of the pack. A missing record is left missing: the
+        caller finds that with :meth:`get`."""
+        for _ in range(8):
+            got = self._find(self._checked(key))
+            if got is None:
+                return
+            path = self.packs_dir / got[0].name
+            try:
+                os.utime(path)
+            except FileNotFoundError:
+                self._index.drop(got[0].name)
+                continue
+            except OSError as exc:
+                raise store_error("touching", path, exc) from exc
             return
-        except OSError as exc:
-            raise store_error("touching", path, exc) from exc
 
     def exists(self, key: str) -> bool:
-        """Whether a record file for ``key`` is present (not whether it decodes)."""
-        return self.path(key).is_file()
+        """Whether a pack holds a record of ``key`` (not whether it decodes)."""
+        return self._find(self._checked(key)) is not None
 
     def remove(self, key: str) -> None:
-        """Delete the record of ``key``; a missing one is no error."""
-        path = self.path(key)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise store_error("removing", path, exc) from exc
+        """Delete the record of ``key``: each pack holding it is written again without it (the
+        others' records kept); a missing one is no error."""
+        for pack, _ in self._index.locations(self._checked(key)):
+            path = self.packs_dir / pack.name
+            keep = [k for k in pack.keys if k != key]
+            blobs = self.read_raw(path, keep) if keep else []
+            if blobs:
+                self.write_raw(blobs)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise store_error("removing", path, exc) from exc
+            self._index.drop(pack.name)
+
+    def read_raw(self, path: Path, keys: Iterable[str]) -> list[tuple[str, bytes]]:
+        """The framed bytes of keys' records in the pack at path, those that pass their CRC
+        (a damaged one is left out: whoever needs it analyses its file again). FormatError
+        when the pack itself is damaged; OSError when it cannot be read."""
+        entries, _ = read_entries(path)
+        want = set(keys)
+        with open(path, "rb") as f:
+            data = f.read()
+        out: list[tuple[str, bytes]] = []
+        for key, offset, length, crc in entries:
+            if key in want:
+                blob = data[offset : offset + length]
+                if len(blob) == length and zlib.crc32(blob) == crc:
+                    out.append((key, blob))
+        return out
+
+    def list_packs(self) -> list[PackInfo]:
+        """Every pack there is now, oldest name first, with its mtime, size and records."""
+        out: list[PackInfo] = []
+        for pack in sorted(self._index.all(), key=lambda p: p.name):
+            path = self.packs_dir / pack.name
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise store_error("reading", path, exc) from exc
+            out.append(PackInfo(path, st.st_mtime_ns, st.st_size, tuple(pack.keys),
+                                tuple(pack.lengths)))  # fmt: skip
+        return out
+
+    def forget(self, path: Path) -> None:
+        """Drop a pack from this process's lookup (it was removed or renamed)."""
+        self._index.drop(path.name)
 
     def iter_entries(self) -> Iterator[tuple[str, float, int]]:
-        """Every stored record as ``(key, mtime, size)``, mtime in seconds since the epoch.
+        """Every stored record as ``(key, mtime, size)``: mtime its pack's, in seconds since
+        the epoch, and size the record's bytes in the pack. A key stored in two packs is listed
+        twice. Files that are not packs (temporary files, strays) are not listed."""
+        for info in self.list_packs():
+            for key, length in zip(info.keys, info.lengths, strict=True):
+                yield key, info.mtime, length
 
-        For the collection (§4: "stored files no manifest names for seven days are removed").
-        Files that are not records (temporary files, strays) are not listed. A directory that
-        vanishes meanwhile (another process's collection) is skipped.
-        """
+    def legacy_files(self) -> Iterator[Path]:
+        """Version 2's record files (``<key[:2]>/<key>.ck``), which this version never reads."""
         for bucket in _scan(self.directory):
             if len(bucket.name) != 2 or not bucket.is_dir(follow_symlinks=False):
                 continue
             for entry in _scan(Path(bucket.path)):
-                name = entry.name
-                if not name.endswith(SUFFIX):
-                    continue
-                key = name[: -len(SUFFIX)]
-                if not _KEY.fullmatch(key) or key[:2] != bucket.name:
-                    continue
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                yield key, st.st_mtime, st.st_size
+                if entry.name.endswith(LEGACY_SUFFIX) and not entry.name.startswith("."):
+                    yield Path(entry.path)
 
     def remove_stale_temp(self, older_than: float = 3600.0) -> int:
         """Delete temporary files a killed writer left behind, older than ``older_than`` seconds;
         how many. A younger one may be a write in progress in another process."""
         cutoff = time.time() - older_than
         removed = 0
-        for bucket in _scan(self.directory):
-            if not bucket.is_dir(follow_symlinks=False):
-                continue
-            for entry in _scan(Path(bucket.path)):
+        dirs = [self.packs_dir] + [
+            Path(b.path) for b in _scan(self.directory)
+            if len(b.name) == 2 and b.is_dir(follow_symlinks=False)
+        ]  # fmt: skip
+        for directory in dirs:
+            for entry in _scan(directory):
                 if not (entry.name.startswith(".") and entry.name.endswith(TEMP_SUFFIX)):
                     continue
                 with contextlib.suppress(FileNotFoundError):
@@ -194,10 +344,13 @@ class ChunkStore:
                         removed += 1
         return removed
 
-    @staticmethod
-    def _discard(path: Path) -> None:
-        with contextlib.suppress(OSError):  # a record left behind is found corrupt again
-            path.unlink()
+
+def _pread(path: Path, offset: int, length: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.pread(fd, length, offset)
+    finally:
+        os.close(fd)
 
 
 def _scan(directory: Path) -> list[os.DirEntry[str]]:
@@ -210,8 +363,23 @@ def _scan(directory: Path) -> list[os.DirEntry[str]]:
         raise store_error("listing", directory, exc) from exc
 
 
+def read_pack(data: bytes) -> list[tuple[str, FileRecord]]:
+    """Every (key, record) a pack's bytes hold, each checked whole; FormatError on anything off
+    (for checks of a store: a reader takes one record at a time)."""
+    entries = parse_entries(data, len(data))
+    if isinstance(entries, int):  # pragma: no cover - the whole pack is at hand
+        raise FormatError("a chunk pack is cut short: rebuild")
+    out: list[tuple[str, FileRecord]] = []
+    for key, offset, length, crc in entries:
+        blob = data[offset : offset + length]
+        if zlib.crc32(blob) != crc:
+            raise FormatError("a chunk record fails its CRC: rebuild")
+        out.append((key, read_record(blob, key)))
+    return out
+
+
 def read_record(data: bytes, key: str | None = None) -> FileRecord:
-    """The record a chunk file's bytes hold, checked whole (and stored as ``key`` when given);
+    """The record a pack's framed bytes hold, checked whole (and stored as ``key`` when given);
     :class:`errors.FormatError` on anything off."""
     obj = decode(MAGIC, VERSION, data)
     if not isinstance(obj, dict) or set(obj) - {"widths"} != {"key", "record"}:

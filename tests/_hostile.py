@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.chunkstore import ChunkStore, read_pack
 from nodwyn_retrieval.store.codec import HEADER, decode
 
 # Words of the file outside the root: no file inside a test's tree holds any of them.
@@ -49,7 +49,9 @@ def assert_no_outside_bytes(data_dir: Path, *texts: str, logs: tuple[Path, ...] 
         data = path.read_bytes()
         assert raw not in data, path
         text = data.decode("utf-8", "replace")
-        if len(data) >= HEADER.size and path.suffix in {".snap", ".manifest", ".ck"}:
+        if path.suffix == ".ckp":
+            text = repr([(k, r.vocab) for k, r in read_pack(data)])  # each record's words
+        elif len(data) >= HEADER.size and path.suffix in {".snap", ".manifest"}:
             magic, version, _ = HEADER.unpack_from(data)
             # Decoded, so a compressed payload is searched too.
             text = repr(decode(magic, version, data))

@@ -19,6 +19,8 @@ from nodwyn_retrieval.actors.indexer import load_snapshot
 from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment, pairs_of
+from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.packs import reset_indexes
 
 from tests.support import make_repo
 
@@ -133,13 +135,19 @@ async def test_records_the_store_already_holds_are_read_by_the_workers(
     for p in (tmp_path / "d").rglob("*"):
         if (p.suffix == ".snap" or "trees" in p.parts) and p.is_file():
             p.unlink()
-    records = sorted((tmp_path / "d").rglob("*.ck"))
-    assert records
-    records[0].write_bytes(b"NRCK damaged")
+    packs = sorted((tmp_path / "d").rglob("*.ckp"))
+    assert len(packs) > 1
+    store = ChunkStore(packs[0].parent.parent)
+    stored = {k for k, _, _ in store.iter_entries()}
+    packs[0].write_bytes(b"NRCP damaged")
     again = await _build(repo, tmp_path / "d", tmp_path / "c", 2)
     assert again["hits"] == first["hits"]
     assert _snapshot(tmp_path / "d").to_obj() == before
-    assert records[0].read_bytes() != b"NRCK damaged"  # put back
+    assert not packs[0].exists()  # deleted, and its records put back in new packs
+    reset_indexes()
+    store = ChunkStore(store.directory)
+    assert {k for k, _, _ in store.iter_entries()} == stored
+    assert all(store.get(k) is not None for k in stored)
 
 
 @pytest.mark.asyncio
@@ -168,8 +176,9 @@ async def test_a_record_the_workers_cannot_write_is_said_and_the_build_answers_f
     async with await Engine.open(repo, data_dir=data, config_dir=tmp_path / "c", workers=2) as e:
         await e.index_search("nothing", "repo")  # makes the data directory
         chunks = next(data.rglob("chunks"))
-        for p in chunks.rglob("*.ck"):
-            p.unlink()
+        for p in chunks.rglob("*"):
+            if p.is_file():
+                p.unlink()
         for d in sorted(chunks.iterdir(), reverse=True):
             d.rmdir()
         chunks.rmdir()

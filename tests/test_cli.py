@@ -95,7 +95,7 @@ def test_update_and_status_and_forget(repo: Path, dirs: tuple[Path, Path]) -> No
     assert Path(st["index_dir"]).is_dir()
     gone = run("forget", cwd=repo, env_dirs=dirs)
     assert gone.returncode == 0
-    assert not any(Path(st["index_dir"]).rglob("*.ck"))
+    assert not any(Path(st["index_dir"]).rglob("*.ckp"))
 
 
 def test_tools_lists_the_definitions_and_the_rule(repo: Path, dirs: tuple[Path, Path]) -> None:

@@ -39,12 +39,13 @@ from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.guard import CheckResult, Verdict
 from nodwyn_retrieval.retrieval.tree import TreeSegment
 from nodwyn_retrieval.store import atomic
-from nodwyn_retrieval.store.chunkstore import ChunkStore, read_record
+from nodwyn_retrieval.store.chunkstore import ChunkStore, read_pack
 from nodwyn_retrieval.store.codec import HEADER, decode
 from nodwyn_retrieval.store.manifest import MAGIC as MF_MAGIC
 from nodwyn_retrieval.store.manifest import VERSION as MF_VERSION
 from nodwyn_retrieval.store.manifest import _from_payload, load_manifest, manifest_path
 from nodwyn_retrieval.store.mem import MemIndex, mem_path
+from nodwyn_retrieval.store.packs import reset_indexes
 from nodwyn_retrieval.store.paths import ProjectDirs, project_dirs, project_key
 
 from tests._fault_workers import file_body, file_path
@@ -87,8 +88,8 @@ def store_problems(pd: ProjectDirs) -> tuple[list[str], int]:
             temp += 1
             continue
         try:
-            if name.endswith(".ck"):
-                read_record(path.read_bytes())
+            if name.endswith(".ckp"):
+                read_pack(path.read_bytes())
             elif name.endswith(".manifest"):
                 load_manifest(path)
             elif name.endswith(".snap"):
@@ -348,7 +349,7 @@ def decodes(kind: str, data: bytes) -> bool:
     """Whether damaged bytes still decode (a flip can land where it changes only a value)."""
     try:
         if kind == "chunk":
-            read_record(data)
+            read_pack(data)
         elif kind == "manifest":
             _from_payload(decode(MF_MAGIC, MF_VERSION, data))
         elif kind == "snapshot":
@@ -373,7 +374,7 @@ def damage_cases() -> Iterator[Any]:
 def targets(kind: str, pd: ProjectDirs, repo: Path, log: Path) -> list[Path]:
     mp = manifest_path(pd.trees, repo)
     if kind == "chunk":
-        return [pd.chunks / k[:2] / f"{k}.ck" for k, _, _ in ChunkStore(pd.chunks).iter_entries()]
+        return [p.path for p in ChunkStore(pd.chunks).list_packs()]
     if kind == "manifest":
         return [mp]
     if kind == "snapshot":
@@ -400,6 +401,9 @@ async def test_a_damaged_stored_file_is_rebuilt_reported_and_never_trusted(
         bad = damage(f.read_bytes(), how)
         failing += not decodes(kind, bad)
         f.write_bytes(bad)
+    # A pack is never changed once written: this process's lookup must read it again, as a new
+    # process would, to see what was done to it behind its back.
+    reset_indexes()
     if kind == "chunk":
         # The snapshot holds every record's words: without it the records are read again.
         manifest_path(pd.trees, repo).with_suffix(".snap").unlink()

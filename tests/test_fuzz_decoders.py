@@ -169,10 +169,11 @@ class Decoders:
         self.key = sample_chunk()[0]
 
     def chunk(self, data: bytes) -> bool:
+        for old in self.store.packs_dir.glob("*"):
+            old.unlink()
+        self.store.write_raw([(self.key, data)])  # the record alone in a pack whose entry checks
         path = self.store.path(self.key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        rec = self.store.get(self.key)  # None, and the file deleted, when it does not decode
+        rec = self.store.get(self.key)  # None, and the pack deleted, when it does not decode
         if rec is None:
             assert not path.exists()
             return False

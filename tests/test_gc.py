@@ -8,7 +8,6 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.errors import StoreError
 from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.store.atomic import file_lock
-from nodwyn_retrieval.store.chunkstore import ChunkStore
+from nodwyn_retrieval.store.chunkstore import ChunkStore, PackInfo
 from nodwyn_retrieval.store.manifest import (
     Entry,
     Manifest,
@@ -289,14 +288,15 @@ def test_a_record_touched_after_the_listing_is_put_back(
     store = ChunkStore(pdirs.chunks)
     now = time.time()
     key = put(store, "def reused():\n    pass\n", now - CHUNK_GRACE - DAY)
-    real = ChunkStore.iter_entries
+    real = ChunkStore.list_packs
 
-    def listing_then_touch(self: ChunkStore) -> Iterator[tuple[str, float, int]]:
-        entries = list(real(self))
+    def listing_then_touch(self: ChunkStore) -> list[PackInfo]:
+        packs = real(self)
+        time.sleep(0.01)  # past the file system's tick of times
         ChunkStore(pdirs.chunks).touch(key)  # a refresh reuses it now
-        yield from entries
+        return packs
 
-    monkeypatch.setattr(ChunkStore, "iter_entries", listing_then_touch)
+    monkeypatch.setattr(ChunkStore, "list_packs", listing_then_touch)
     done = collect(pdirs, force=True, now=now)
     assert (done.chunks, done.kept_unnamed) == (0, 1)
     assert store.get(key) is not None

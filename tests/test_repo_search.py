@@ -540,11 +540,11 @@ async def test_forget_deletes_the_index_not_the_logs_and_the_session_goes_on(
     LogWriter(log).close()
     async with await open_engine(repo, *dirs, log=log) as engine:
         await engine.index_update()
-        assert any(pdirs.chunks.rglob("*.ck"))
+        assert any(pdirs.chunks.rglob("*.ckp"))
         gone = await engine.index_forget()
         assert gone["deleted_bytes"] > 0
-        assert not any(pdirs.chunks.rglob("*.ck"))
+        assert not any(pdirs.chunks.rglob("*.ckp"))
         assert log.is_file()
         out = await engine.index_search("credential binding", "repo")
     assert paths_of(out)[0] == "keychain/bind.py"
-    assert any(pdirs.chunks.rglob("*.ck"))
+    assert any(pdirs.chunks.rglob("*.ckp"))

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.errors import BadInput
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, analyze
-from nodwyn_retrieval.store.chunkstore import VERSION, ChunkStore, read_record
+from nodwyn_retrieval.store.chunkstore import SUFFIX, VERSION, ChunkStore, _narrow, read_record
 from nodwyn_retrieval.store.codec import encode
+from nodwyn_retrieval.store.packs import PACKS, pack_index, reset_indexes
 
 TEXT = (
     "def scrub_env(env):\n"
@@ -47,6 +48,27 @@ def test_a_key_the_store_would_not_make_is_refused(tmp_path: Path, bad: str) -> 
         ChunkStore(tmp_path).get(bad)
 
 
+def fresh(store: ChunkStore) -> ChunkStore:
+    """The same store as a new process sees it: its packs listed and read again."""
+    reset_indexes()
+    return ChunkStore(store.directory)
+
+
+def packs_in(directory: Path) -> list[Path]:
+    return sorted((directory / PACKS).glob(f"*{SUFFIX}"))
+
+
+def with_record_bytes(store: ChunkStore, key: str, data: bytes) -> ChunkStore:
+    """The store with key's record replaced by data, in a pack whose entry checks (its CRC is
+    data's): what the record's own checks must catch."""
+    for p in packs_in(store.directory):
+        p.unlink()
+    reset_indexes()
+    out = ChunkStore(store.directory)
+    out.write_raw([(key, data)])
+    return out
+
+
 def test_a_record_round_trips_through_the_store(tmp_path: Path) -> None:
     store = ChunkStore(tmp_path / "chunks")
     record = analyze(TEXT)
@@ -55,10 +77,11 @@ def test_a_record_round_trips_through_the_store(tmp_path: Path) -> None:
     assert not store.exists(key)
     written = store.put(key, record)
     assert store.exists(key)
-    path = tmp_path / "chunks" / key[:2] / f"{key}.ck"
+    [path] = packs_in(tmp_path / "chunks")
+    assert store.path(key) == path
     assert path.stat().st_size == written
-    assert path.read_bytes()[:4] == b"NRCK"
-    again = ChunkStore(tmp_path / "chunks").get(key)
+    assert path.read_bytes()[:4] == b"NRCP"
+    again = fresh(store).get(key)
     assert again == record
     assert again is not None
     assert again.chunk_words(0) == record.chunk_words(0)
@@ -73,6 +96,31 @@ def test_a_record_holds_no_text(tmp_path: Path) -> None:
     stored = store.path(key).read_bytes()
     assert b"'API_KEY'" not in stored
     assert b"localhost'" not in stored
+
+
+def test_a_batch_of_records_is_one_pack_and_each_is_found_by_its_key(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    texts = [f"def f{i}():\n    return {i}\n" for i in range(40)]
+    items = [(key_of(t), analyze(t)) for t in texts]
+    written = store.put_many([*items, items[3]])  # a content given twice is stored once
+    [path] = packs_in(tmp_path)
+    assert path.stat().st_size == written
+    assert (store.stats.written, store.stats.packs_written) == (40, 1)
+    other = fresh(store)
+    for key, rec in reversed(items):
+        assert other.get(key) == rec
+    assert sorted(k for k, _, _ in other.iter_entries()) == sorted(k for k, _ in items)
+    assert store.put_many([]) == 0
+    assert len(packs_in(tmp_path)) == 1
+
+
+def test_a_missing_pack_directory_is_a_miss_and_a_path_of_a_missing_key_says_so(
+    tmp_path: Path,
+) -> None:
+    store = ChunkStore(tmp_path / "nowhere")
+    assert store.get(key_of(TEXT)) is None
+    with pytest.raises(FileNotFoundError, match="no chunk record of"):
+        store.path(key_of(TEXT))
 
 
 def _corruptions(good: bytes, key: str, other_key: str) -> dict[str, bytes]:
@@ -136,14 +184,91 @@ def test_a_bad_record_is_dropped_counted_and_rebuilt(tmp_path: Path, kind: str) 
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
     store.put(key, analyze(TEXT))
-    good = store.path(key).read_bytes()
-    store.path(key).write_bytes(_corruptions(good, key, key_of("other"))[kind])
+    good = store.read_raw(store.path(key), [key])[0][1]
+    store = with_record_bytes(store, key, _corruptions(good, key, key_of("other"))[kind])
+    assert store.exists(key)
     assert store.get(key) is None
     assert store.stats.rebuilt == 1
-    assert not store.path(key).exists()
+    assert packs_in(tmp_path) == []  # the pack deleted
+    assert not store.exists(key)
     store.put(key, analyze(TEXT))
+    assert fresh(store).get(key) == analyze(TEXT)
+    assert store.stats.rebuilt == 1
+
+
+@pytest.mark.parametrize(
+    "how", ["truncated", "empty", "garbage", "future version", "entries flipped", "cut in a record"]
+)
+def test_a_damaged_pack_is_deleted_and_its_records_rebuilt_without_a_crash(
+    tmp_path: Path, how: str
+) -> None:
+    store = ChunkStore(tmp_path)
+    texts = [f"def g{i}():\n    return {i}\n" for i in range(5)]
+    keys = [key_of(t) for t in texts]
+    store.put_many([(k, analyze(t)) for k, t in zip(keys, texts, strict=True)])
+    [path] = packs_in(tmp_path)
+    good = path.read_bytes()
+    damaged = {
+        "truncated": good[:20],
+        "empty": b"",
+        "garbage": os.urandom(len(good)),
+        "future version": good[:4] + struct.pack(">H", VERSION + 1) + good[6:],
+        "entries flipped": good[:30] + bytes([good[30] ^ 0x10]) + good[31:],
+        "cut in a record": good[:-7],
+    }[how]
+    path.write_bytes(damaged)
+    other = fresh(store)
+    got = [other.get(k) for k in keys]
+    assert got == [None] * 5
+    assert not path.exists()
+    other.put_many([(k, analyze(t)) for k, t in zip(keys, texts, strict=True)])
+    assert [fresh(store).get(k) for k in keys] == [analyze(t) for t in texts]
+
+
+def test_a_process_that_knows_a_pack_finds_a_record_damaged_in_it(tmp_path: Path) -> None:
+    """A pack's entries, once read, are not read again; a record's own CRC catches its bytes
+    changed since, and the next copy (another tree's) is taken."""
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    store.put(key, analyze(TEXT))
+    path = store.path(key)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    store.put(key, analyze(TEXT))  # a second copy, as a second tree would store it
     assert store.get(key) == analyze(TEXT)
     assert store.stats.rebuilt == 1
+    assert not path.exists()
+    assert len(packs_in(tmp_path)) == 1
+
+
+def test_a_version_2_record_file_is_not_read(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    key = key_of(TEXT)
+    rec, widths = _narrow(analyze(TEXT).to_obj())
+    old = tmp_path / key[:2] / f"{key}.ck"
+    old.parent.mkdir()
+    old.write_bytes(encode(b"NRCK", 2, {"key": key, "record": rec, "widths": widths}))
+    assert store.get(key) is None
+    assert not store.exists(key)
+    assert store.stats.rebuilt == 0
+    assert list(store.legacy_files()) == [old]
+    assert list(store.iter_entries()) == []
+
+
+def test_a_miss_lists_the_directory_again_only_when_it_changed(tmp_path: Path) -> None:
+    store = ChunkStore(tmp_path)
+    store.put(key_of(TEXT), analyze(TEXT))
+    index = pack_index(tmp_path)
+    time.sleep(1.1)  # past the second in which the directory changed
+    before = index.listings
+    for i in range(50):
+        assert not store.exists(key_of(f"missing {i}"))
+    assert index.listings - before <= 1
+    ChunkStore(tmp_path).put(key_of("new\n"), analyze("new\n"))
+    reset_indexes()
+    other = ChunkStore(tmp_path)
+    assert other.exists(key_of("new\n"))
 
 
 def test_a_record_of_an_older_analyze_version_is_never_read(tmp_path: Path) -> None:
@@ -158,11 +283,12 @@ def test_a_record_of_an_older_analyze_version_is_never_read(tmp_path: Path) -> N
 def test_entries_list_records_with_mtime_and_size_and_touch_renews_them(tmp_path: Path) -> None:
     store = ChunkStore(tmp_path)
     keys = {key_of(t): store.put(key_of(t), analyze(t)) for t in ("a\n", "b\n", TEXT)}
-    (tmp_path / "zz").mkdir(exist_ok=True)
-    (tmp_path / "zz" / "stray.txt").write_text("x")
+    (tmp_path / PACKS / "stray.txt").write_text("x")
+    (tmp_path / PACKS / f".x{SUFFIX}").write_text("x")
     (tmp_path / "README").write_text("x")
     listed = {k: (m, s) for k, m, s in store.iter_entries()}
-    assert {k: s for k, (_, s) in listed.items()} == keys
+    # A pack of one: its 12-byte header, one 48-byte entry, their 4-byte CRC, the record.
+    assert {k: s + 16 + 48 for k, (_, s) in listed.items()} == keys
     first = next(iter(keys))
     long_ago = time.time() - 30 * 86400
     os.utime(store.path(first), (long_ago, long_ago))
@@ -176,11 +302,16 @@ def test_entries_list_records_with_mtime_and_size_and_touch_renews_them(tmp_path
 def test_remove_deletes_a_record_and_ignores_a_missing_one(tmp_path: Path) -> None:
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
-    store.put(key, analyze(TEXT))
+    store.put_many([(key, analyze(TEXT)), (key_of("kept\n"), analyze("kept\n"))])
     store.remove(key)
     store.remove(key)
     assert not store.exists(key)
+    assert not fresh(store).exists(key)
+    assert [k for k, _, _ in store.iter_entries()] == [key_of("kept\n")]
+    assert store.get(key_of("kept\n")) == analyze("kept\n")
+    store.remove(key_of("kept\n"))
     assert list(store.iter_entries()) == []
+    assert packs_in(tmp_path) == []
 
 
 def test_an_empty_or_missing_store_lists_nothing(tmp_path: Path) -> None:
@@ -192,8 +323,8 @@ def test_old_temporary_files_are_swept_and_young_ones_kept(tmp_path: Path) -> No
     key = key_of(TEXT)
     store.put(key, analyze(TEXT))
     bucket = store.path(key).parent
-    old = bucket / f".{key}.ck.abc.tmp"
-    young = bucket / f".{key}.ck.def.tmp"
+    old = bucket / f".{key}.ckp.abc.tmp"
+    young = bucket / f".{key}.ckp.def.tmp"
     old.write_bytes(b"x")
     young.write_bytes(b"x")
     long_ago = time.time() - 7200
@@ -206,13 +337,14 @@ def test_old_temporary_files_are_swept_and_young_ones_kept(tmp_path: Path) -> No
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_a_damaged_record_is_read_whole_or_dropped(
+def test_a_damaged_pack_is_read_whole_or_dropped(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
 ) -> None:
     store = ChunkStore(tmp_path_factory.mktemp("fuzz"))
     key = key_of(TEXT)
     store.put(key, analyze(TEXT))
-    good = bytearray(store.path(key).read_bytes())
+    path = store.path(key)
+    good = bytearray(path.read_bytes())
     how = data.draw(st.sampled_from(["flip", "cut", "random"]))
     if how == "flip":
         for bit in data.draw(st.lists(st.integers(0, len(good) * 8 - 1), min_size=1, max_size=3)):
@@ -222,10 +354,11 @@ def test_a_damaged_record_is_read_whole_or_dropped(
         damaged = bytes(good[: data.draw(st.integers(0, len(good) - 1))])
     else:
         damaged = data.draw(st.binary(max_size=400))
-    store.path(key).write_bytes(damaged)
-    got = store.get(key)
-    assert got is None or got == analyze(TEXT)
-    assert (got is None) == (store.stats.rebuilt == 1)
+    path.write_bytes(damaged)
+    for reader in (store, fresh(store)):  # one that knows the pack, one that lists it anew
+        got = reader.get(key)
+        assert got is None or got == analyze(TEXT)
+        assert (got is None) == (not path.exists())
 
 
 @pytest.mark.parametrize("top", [0, 255, 256, 65535, 65536, 2**31 - 1])
@@ -247,7 +380,7 @@ def test_arrays_are_stored_in_the_fewest_bytes_that_hold_them_and_read_back(
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
     store.put(key, rec)
-    data = store.path(key).read_bytes()
+    data = store.read_raw(store.path(key), [key])[0][1]
     assert read_record(data, key) == rec
     assert store.get(key) == rec
     obj = decode(b"NRCK", VERSION, data)
