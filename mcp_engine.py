@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from nodwyn_retrieval.store.paths import ProjectDirs
     from nodwyn_retrieval.store.transcripts import Reader
 
-__all__ = ["McpSession", "engine_main"]
+__all__ = ["McpSession", "engine_main", "serve_engine"]
 
 log = logging.getLogger("nodwyn_retrieval.mcp")
 
@@ -328,11 +328,19 @@ async def _close_opened(opened: _Opened) -> None:
 
 
 def engine_main() -> None:
-    """The engine's process: the server's settings as its first argument (JSON), the calls on
-    its standard input and their answers on its standard output, one JSON line each."""
+    """The engine's process started anew: the server's settings as its first argument (JSON),
+    the calls on its standard input and their answers on its standard output, one JSON line
+    each."""
     settings = json.loads(sys.argv[1])
     # The pipe is kept apart from standard input and output, which nothing else is to use.
-    fd_in, fd_out = os.dup(0), os.dup(1)
+    serve_engine(settings, os.dup(0), os.dup(1))
+
+
+def serve_engine(settings: dict[str, Any], fd_in: int, fd_out: int) -> None:
+    """Answer the calls read from fd_in on fd_out until fd_in ends or SIGTERM comes.
+
+    Standard input becomes the null device and standard output the standard error: a process
+    forked from the server's has the client's pipes there, which are not the engine's to hold."""
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(2, 1)

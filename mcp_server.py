@@ -42,10 +42,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from nodwyn_retrieval.tools import tool_definitions, working_rule
 
@@ -122,11 +124,93 @@ def _spawn(settings: dict[str, Any]) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+class _Forked:
+    """The engine's process forked from this one (:func:`_fork`): its pipes, and what
+    :class:`EngineProcess` asks of a ``Popen``."""
+
+    def __init__(self, pid: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self.pid = pid
+        self.stdin: BinaryIO | None = stdin
+        self.stdout: BinaryIO | None = stdout
+        self.returncode: int | None = None
+        self._waiting = threading.Lock()
+
+    def _reaped(self, status: int) -> int:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        # As Popen's: while wait() is reaping it in a thread, it is taken as running.
+        if self.returncode is None and self._waiting.acquire(blocking=False):
+            try:
+                if self.returncode is None:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    if pid:
+                        return self._reaped(status)
+            except ChildProcessError:
+                self.returncode = 0
+            finally:
+                self._waiting.release()
+        return self.returncode
+
+    def wait(self) -> int:
+        with self._waiting:
+            if self.returncode is None:
+                try:
+                    return self._reaped(os.waitpid(self.pid, 0)[1])
+                except ChildProcessError:
+                    self.returncode = 0
+            return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork(settings: dict[str, Any]) -> _Forked | None:
+    """The engine's process forked from this one, where that is safe: on Linux, while this
+    process has one thread (at :func:`main`, before asyncio and the SDK are imported). It
+    starts with what this one has imported (the command line, this module, most of the standard
+    library's that the engine needs) instead of a new interpreter importing them again; None
+    where it cannot be forked (it is started anew)."""
+    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+        return None
+    calls_r, calls_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (calls_r, calls_w, answers_r, answers_w):
+            os.close(fd)
+        return None
+    if pid == 0:  # the engine's process; it never returns into the command line
+        code = 1
+        try:
+            os.close(calls_w)
+            os.close(answers_r)
+            gc.disable()  # until the index is loaded (mcp_engine)
+            from nodwyn_retrieval.mcp_engine import serve_engine  # noqa: PLC0415
+
+            serve_engine(settings, calls_r, answers_w)
+            code = 0
+        except BaseException:  # noqa: BLE001  said on stderr; the server starts another at need
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(calls_r)
+    os.close(answers_w)
+    calls, answers = os.fdopen(calls_w, "wb", buffering=0), os.fdopen(answers_r, "rb", buffering=0)
+    return _Forked(pid, calls, answers)
+
+
 class _Proc:
-    """An engine's process started by :func:`_spawn`, its pipes as asyncio's streams."""
+    """An engine's process started by :func:`_spawn` or :func:`_fork`, its pipes as asyncio's
+    streams."""
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], stdout: asyncio.StreamReader,
+        self, popen: subprocess.Popen[bytes] | _Forked, stdout: asyncio.StreamReader,
         stdin: asyncio.StreamWriter,
     ) -> None:  # fmt: skip
         self.popen = popen
@@ -161,7 +245,7 @@ class EngineProcess:
     it ever ends."""
 
     def __init__(
-        self, settings: dict[str, Any], started: subprocess.Popen[bytes] | None = None
+        self, settings: dict[str, Any], started: subprocess.Popen[bytes] | _Forked | None = None
     ) -> None:
         self.settings = settings
         self._started = started
@@ -344,7 +428,9 @@ def build_server(engine: EngineProcess, types: Any, server_class: Any) -> Any:
     )  # fmt: skip
 
 
-async def serve(settings: dict[str, Any], started: subprocess.Popen[bytes] | None = None) -> None:
+async def serve(
+    settings: dict[str, Any], started: subprocess.Popen[bytes] | _Forked | None = None
+) -> None:
     """Serve one client over stdin and stdout until it closes the connection.
 
     The engine's process is started first; then the SDK's protocol package is imported, the
@@ -441,7 +527,7 @@ def main(ns: argparse.Namespace) -> int:
         "workers": getattr(ns, "workers", None), "server_pid": os.getpid(),
     }  # fmt: skip
     # Started before asyncio and the SDK are imported: its start overlaps theirs.
-    started = _spawn(settings)
+    started = _fork(settings) or _spawn(settings)
     import asyncio  # noqa: PLC0415
 
     with contextlib.suppress(KeyboardInterrupt):

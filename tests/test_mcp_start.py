@@ -51,7 +51,8 @@ def engine_processes(server_pid: int | None = None) -> list[int]:
     servers = (
         [server_pid] if server_pid else [p for p in _children(os.getpid()) if " mcp" in _cmdline(p)]
     )
-    return [c for s in servers for c in _children(s) if "engine_main" in _cmdline(c)]
+    # The server's one child: forked from it (its command line the server's) or started anew.
+    return [c for s in servers for c in _children(s)]
 
 
 def _gone(pid: int) -> bool:
