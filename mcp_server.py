@@ -79,6 +79,9 @@ LINE_LIMIT = 1 << 30
 """The longest line of the pipe between the two processes (a call's answer is one line)."""
 CLOSE_SECONDS = 60.0
 """How long the server waits for the engine's process to close before it stops it."""
+SDK_AFTER_S = 1.0
+"""The SDK's server is imported at the latest this long after ``initialize`` is answered, if no
+tool call came (else once the first is answered): mcp_early.SdkImport."""
 EARLY_ENV = "NODWYN_RETRIEVAL_MCP_EARLY"
 """Set to ``0``, the SDK's server answers from the client's first line (docs/mcp.md)."""
 _ENGINE_MAIN = (
@@ -176,6 +179,9 @@ def _fork(settings: dict[str, Any]) -> _Forked | None:
     where it cannot be forked (it is started anew)."""
     if not sys.platform.startswith("linux") or threading.active_count() != 1:
         return None
+    # Both processes need asyncio: imported once, here, instead of once in each.
+    import asyncio  # noqa: F401, PLC0415
+
     calls_r, calls_w = os.pipe()
     answers_r, answers_w = os.pipe()
     try:
@@ -440,7 +446,7 @@ async def serve(
     import asyncio  # noqa: PLC0415
 
     from nodwyn_retrieval import __version__  # noqa: PLC0415
-    from nodwyn_retrieval.mcp_early import Wire, first_exchange  # noqa: PLC0415
+    from nodwyn_retrieval.mcp_early import SdkImport, Wire, first_exchange  # noqa: PLC0415
 
     engine = EngineProcess(settings, started)
     await engine.start()  # before the SDK's import, which it overlaps
@@ -468,7 +474,7 @@ async def serve(
         if os.environ.get(EARLY_ENV, "1") == "0":
             sdk = _import_sdk()
         else:
-            importing = asyncio.ensure_future(asyncio.to_thread(_import_sdk))
+            importing = SdkImport(_import_sdk, SDK_AFTER_S)
             switch = sys.getswitchinterval()
             sys.setswitchinterval(0.0005)  # the first exchange is not kept waiting by the import
             try:
@@ -479,7 +485,7 @@ async def serve(
             finally:
                 sys.setswitchinterval(switch)
             if replay is not None:
-                sdk = importing.result()
+                sdk = importing.done.result()
     finally:
         gc.enable()
         gc.freeze()
