@@ -35,6 +35,9 @@ __all__ = ["McpSession", "engine_main", "serve_engine"]
 
 log = logging.getLogger("nodwyn_retrieval.mcp")
 
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+"""What numpy's OpenBLAS reads for its threads; set by the person, it is left as it is."""
+
 
 def _agents_of(client: str | None) -> tuple[str, ...]:
     """The agent whose transcript is this session's, by the name the client gives itself."""
@@ -341,6 +344,13 @@ def serve_engine(settings: dict[str, Any], fd_in: int, fd_out: int) -> None:
 
     Standard input becomes the null device and standard output the standard error: a process
     forked from the server's has the client's pipes there, which are not the engine's to hold."""
+    for name in _BLAS_THREADS:
+        if os.environ.get(name):
+            break
+    else:
+        # The engine does no linear algebra: numpy's BLAS is kept from starting a thread that
+        # spins at its import, taking a core from the server's other process as it starts.
+        os.environ[_BLAS_THREADS[0]] = "1"
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(2, 1)
