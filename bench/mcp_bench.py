@@ -6,6 +6,7 @@ the index already holds, from the server's start, and what a later search adds o
     python bench/mcp_bench.py --tree PATH --runs 5
     git show main:mcp_server.py > /tmp/old_server.py
     python bench/mcp_bench.py --corpus sympy --against /tmp/old_server.py   # before and after
+    python bench/mcp_bench.py --corpus sympy --against-python /tmp/before/bin/python
 
 The index is built once first (``nodwyn-retrieval refresh``) in a data directory of the run's own.
 Then, ``--runs`` times, a server is started by the MCP SDK's client over stdio (a new process,
@@ -34,6 +35,9 @@ connection over.
 
 ``--against FILE`` runs another version of ``mcp_server.py`` (``git show main:mcp_server.py``)
 the same way, alternately with this one, on the same index: the peer measured in the same run.
+``--against-python PY`` runs the server of another install (``PY -m nodwyn_retrieval mcp``, a
+virtual environment's interpreter with another version installed) the same way: a change that
+spans more than mcp_server.py, or one the other file cannot run with.
 """
 
 from __future__ import annotations
@@ -98,9 +102,12 @@ def _server_cpu() -> tuple[float, float]:
     return (own[1] if own is not None else float("nan")), below
 
 
-def _command(against: Path | None) -> list[str]:
-    """The server's command: this checkout's, or another version's mcp_server.py run the same
-    way (its ``main`` with the command line's defaults)."""
+def _command(against: Path | None, python: Path | None = None) -> list[str]:
+    """The server's command: this checkout's, another install's (``python``, its interpreter),
+    or another version's mcp_server.py run the same way (its ``main`` with the command line's
+    defaults)."""
+    if python is not None:
+        return [str(python), "-m", "nodwyn_retrieval", "mcp"]
     if against is None:
         return [sys.executable, "-m", "nodwyn_retrieval", "mcp"]
     code = (
@@ -295,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--tree", type=Path, help="a git working tree (copied first)")
     ap.add_argument("--runs", type=int, default=5, help="servers started")
     ap.add_argument("--searches", type=int, default=40, help="later searches in each")
-    ap.add_argument("--against", type=Path, help="another version's mcp_server.py, run alternately")
+    peer = ap.add_mutually_exclusive_group()
+    peer.add_argument(
+        "--against", type=Path, help="another version's mcp_server.py, run alternately"
+    )
+    peer.add_argument(
+        "--against-python", type=Path,
+        help="another install's interpreter (a venv's bin/python), its server run alternately",
+    )  # fmt: skip
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
     root = _corpora.prepare(args.corpus) if args.corpus else _corpora.snapshot(args.tree)
@@ -313,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     variants: dict[str, Path | None] = {"this": None}
     if args.against is not None:
         variants["against"] = args.against.resolve()
+    other_python: Path | None = args.against_python
+    if other_python is not None:
+        variants["against"] = None
     loads = [Path("/proc/loadavg").read_text().split()[0]]
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     cpus: dict[str, list[float]] = {v: [] for v in variants}
@@ -321,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded_first: list[float] = []
     for _ in range(args.runs):
         for v, other in variants.items():
-            command = _command(other)
+            command = _command(other, other_python if v == "against" else None)
             runs[v].append(asyncio.run(_server_run(root, env, queries, args.searches, command)))
         took, cpu, first = asyncio.run(_engine_run(root, data, config, queries, args.searches))
         engine.extend(took)
@@ -330,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         loads.append(Path("/proc/loadavg").read_text().split()[0])
     for _ in range(args.runs):
         for v, other in variants.items():
-            cpus[v].append(_first_cpu(root, env, queries[0], _command(other))[1])
+            command = _command(other, other_python if v == "against" else None)
+            cpus[v].append(_first_cpu(root, env, queries[0], command)[1])
     # What the protocol's process has spent when it starts the engine's.
     spawn = _import_cpu_s(
         env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server, subprocess", 9
