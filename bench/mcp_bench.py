@@ -17,18 +17,18 @@ Engine opened at the first call, the refresh that finds the tree unchanged, and 
 in this process with ``Engine.index_search`` on the same index. Then servers asked one search
 each, for the CPU time of every process they ran from start to exit. Medians; the load is printed.
 
-The wall times are what a client sees on this machine as loaded as it is; with the machine
-shared they can be several times what a free machine gives. So the CPU time each of the server's
-processes has used is read from ``/proc`` too, at the handshake and at the first answer: the
-process the client started (the protocol: Python, the command line, the SDK's protocol package,
-the first exchange; then the rest of the SDK, imported in a thread while the call is with the
-engine) and the engine's process it starts beside it, with what they ran. With two cores free the
-two run side by side, and the first answer takes about the later of: the protocol's process ready
-(its CPU time at the handshake), and the engine's process, started once the protocol's has spent
-what the command line and ``nodwyn_retrieval.mcp_server`` cost to import, done loading (its CPU time
-at the first answer less the first search of a loaded index, measured in this process); then that
-search. With one core, their sum. Likewise the CPU time the server's processes spend on each later
-search (from the sixth on, after a pause in which the SDK's import ends), against what
+The wall times are what a client sees on this machine as loaded as it is; with the machine shared
+they can be several times what a free machine gives. So the CPU time each of the server's processes
+has used is read from ``/proc`` too, at the handshake and at the first answer: the process the
+client started (the protocol: Python, the command line, the SDK's protocol package, the first
+exchange; then the rest of the SDK, imported in a thread while the call is with the engine) and the
+engine's process it starts beside it, with what they ran. With two cores free the two run side by
+side, and the first answer takes about the later of: the protocol's process ready (its CPU time at
+the handshake), and the engine's process, started once the protocol's has spent what the command
+line, ``nodwyn_retrieval.mcp_server`` and asyncio cost to import, done loading (its CPU time at the
+first answer less the first search of a loaded index, measured in this process); then that search.
+With one core, their sum. Likewise the CPU time the server's processes spend on each later search
+(from the sixth on, after a pause in which the SDK's import ends), against what
 ``Engine.index_search`` spends in this process: what a later search adds on a free machine. The
 search right after the first is given apart: it can wait for the SDK's server to take the
 connection over.
@@ -349,9 +349,10 @@ def main(argv: list[str] | None = None) -> int:
         for v, other in variants.items():
             command = _command(other, other_python if v == "against" else None)
             cpus[v].append(_first_cpu(root, env, queries[0], command)[1])
-    # What the protocol's process has spent when it starts the engine's.
+    # What the protocol's process has spent when it starts the engine's (asyncio too: on Linux
+    # it is imported before the fork, once for both).
     spawn = _import_cpu_s(
-        env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server, subprocess", 9
+        env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server, subprocess, asyncio", 9
     )
     doc: dict[str, Any] = {
         "tree": name,
