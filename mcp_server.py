@@ -173,10 +173,10 @@ class _Forked:
 
 def _fork(settings: dict[str, Any]) -> _Forked | None:
     """The engine's process forked from this one, where that is safe: on Linux, while this
-    process has one thread (at :func:`main`, before asyncio and the SDK are imported). It
-    starts with what this one has imported (the command line, this module, most of the standard
-    library's that the engine needs) instead of a new interpreter importing them again; None
-    where it cannot be forked (it is started anew)."""
+    process has one thread (at :func:`main`, before asyncio's loop runs and the SDK is
+    imported). It starts with what this one has imported (the command line, this module,
+    asyncio, most of the standard library's that the engine needs) instead of a new interpreter
+    importing them again; None where it cannot be forked (it is started anew)."""
     if not sys.platform.startswith("linux") or threading.active_count() != 1:
         return None
     # Both processes need asyncio: imported once, here, instead of once in each.
