@@ -30,7 +30,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, cast
 
-__all__ = ["Wire", "first_exchange"]
+__all__ = ["SdkImport", "Wire", "first_exchange"]
 
 log = logging.getLogger("nodwyn_retrieval.mcp")
 
@@ -134,13 +134,46 @@ class _Out:
         return None
 
 
+class SdkImport:
+    """The import of the SDK's server, in a thread, begun when the first exchange no longer
+    keeps the cores busy: once the first tool call is answered, when a line is the SDK's
+    server's to answer, or ``after`` seconds from the answer to ``initialize`` if no call came.
+    Until then the engine's process, loading the index for that first call, has the cores the
+    import would take. :attr:`done` is its outcome."""
+
+    def __init__(self, work: Callable[[], Any], after: float) -> None:
+        self._work = work
+        self._after = after
+        self._loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[Any] = self._loop.create_future()
+        self._task: asyncio.Future[Any] | None = None
+
+    def begin(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(asyncio.to_thread(self._work))
+            self._task.add_done_callback(self._ended)
+
+    def begin_later(self) -> None:
+        self._loop.call_later(self._after, self.begin)
+
+    def _ended(self, task: asyncio.Future[Any]) -> None:
+        if self.done.done():
+            return
+        if task.cancelled():
+            self.done.cancel()
+        elif (e := task.exception()) is not None:
+            self.done.set_exception(e)
+        else:
+            self.done.set_result(task.result())
+
+
 Call = Callable[[str, dict[str, Any], "str | None"], Awaitable[tuple[str, bool]]]
 
 
 async def first_exchange(
     wire: Wire,
     call: Call,
-    importing: asyncio.Future[Any],
+    sdk: SdkImport,
     *,
     name: str,
     version: str,
@@ -177,6 +210,7 @@ async def first_exchange(
             {"content": [{"type": "text", "text": text}], "isError": error}
         )
         answer(ident, result)
+        sdk.begin()
 
     def handled(line: str) -> bool:
         """Whether the line is answered here; else it is the SDK's server's."""
@@ -211,6 +245,7 @@ async def first_exchange(
                     instructions=instructions,
                 )
                 wire.sent_initialize = answer(ident, result)
+                sdk.begin_later()
                 wire.dropping = ident
                 client = init.client_info.name
                 initialized = True
@@ -238,6 +273,7 @@ async def first_exchange(
             return False
         return False
 
+    importing = sdk.done
     while not importing.done():
         try:
             line = wire.lines.get_nowait()
@@ -259,5 +295,6 @@ async def first_exchange(
         if not handled(line):
             replay.append(line)
             break
+    sdk.begin()
     await asyncio.wait({importing})
     return replay

@@ -31,9 +31,12 @@ if TYPE_CHECKING:
     from nodwyn_retrieval.store.paths import ProjectDirs
     from nodwyn_retrieval.store.transcripts import Reader
 
-__all__ = ["McpSession", "engine_main"]
+__all__ = ["McpSession", "engine_main", "serve_engine"]
 
 log = logging.getLogger("nodwyn_retrieval.mcp")
+
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+"""What numpy's OpenBLAS reads for its threads; set by the person, it is left as it is."""
 
 
 def _agents_of(client: str | None) -> tuple[str, ...]:
@@ -328,11 +331,26 @@ async def _close_opened(opened: _Opened) -> None:
 
 
 def engine_main() -> None:
-    """The engine's process: the server's settings as its first argument (JSON), the calls on
-    its standard input and their answers on its standard output, one JSON line each."""
+    """The engine's process started anew: the server's settings as its first argument (JSON),
+    the calls on its standard input and their answers on its standard output, one JSON line
+    each."""
     settings = json.loads(sys.argv[1])
     # The pipe is kept apart from standard input and output, which nothing else is to use.
-    fd_in, fd_out = os.dup(0), os.dup(1)
+    serve_engine(settings, os.dup(0), os.dup(1))
+
+
+def serve_engine(settings: dict[str, Any], fd_in: int, fd_out: int) -> None:
+    """Answer the calls read from fd_in on fd_out until fd_in ends or SIGTERM comes.
+
+    Standard input becomes the null device and standard output the standard error: a process
+    forked from the server's has the client's pipes there, which are not the engine's to hold."""
+    for name in _BLAS_THREADS:
+        if os.environ.get(name):
+            break
+    else:
+        # The engine does no linear algebra: numpy's BLAS is kept from starting a thread that
+        # spins at its import, taking a core from the server's other process as it starts.
+        os.environ[_BLAS_THREADS[0]] = "1"
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(2, 1)

@@ -42,10 +42,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from nodwyn_retrieval.tools import tool_definitions, working_rule
 
@@ -77,6 +79,9 @@ LINE_LIMIT = 1 << 30
 """The longest line of the pipe between the two processes (a call's answer is one line)."""
 CLOSE_SECONDS = 60.0
 """How long the server waits for the engine's process to close before it stops it."""
+SDK_AFTER_S = 1.0
+"""The SDK's server is imported at the latest this long after ``initialize`` is answered, if no
+tool call came (else once the first is answered): mcp_early.SdkImport."""
 EARLY_ENV = "NODWYN_RETRIEVAL_MCP_EARLY"
 """Set to ``0``, the SDK's server answers from the client's first line (docs/mcp.md)."""
 _ENGINE_MAIN = (
@@ -122,11 +127,96 @@ def _spawn(settings: dict[str, Any]) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+class _Forked:
+    """The engine's process forked from this one (:func:`_fork`): its pipes, and what
+    :class:`EngineProcess` asks of a ``Popen``."""
+
+    def __init__(self, pid: int, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self.pid = pid
+        self.stdin: BinaryIO | None = stdin
+        self.stdout: BinaryIO | None = stdout
+        self.returncode: int | None = None
+        self._waiting = threading.Lock()
+
+    def _reaped(self, status: int) -> int:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        # As Popen's: while wait() is reaping it in a thread, it is taken as running.
+        if self.returncode is None and self._waiting.acquire(blocking=False):
+            try:
+                if self.returncode is None:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                    if pid:
+                        return self._reaped(status)
+            except ChildProcessError:
+                self.returncode = 0
+            finally:
+                self._waiting.release()
+        return self.returncode
+
+    def wait(self) -> int:
+        with self._waiting:
+            if self.returncode is None:
+                try:
+                    return self._reaped(os.waitpid(self.pid, 0)[1])
+                except ChildProcessError:
+                    self.returncode = 0
+            return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _fork(settings: dict[str, Any]) -> _Forked | None:
+    """The engine's process forked from this one, where that is safe: on Linux, while this
+    process has one thread (at :func:`main`, before asyncio's loop runs and the SDK is
+    imported). It starts with what this one has imported (the command line, this module,
+    asyncio, most of the standard library's that the engine needs) instead of a new interpreter
+    importing them again; None where it cannot be forked (it is started anew)."""
+    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+        return None
+    # Both processes need asyncio: imported once, here, instead of once in each.
+    import asyncio  # noqa: F401, PLC0415
+
+    calls_r, calls_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (calls_r, calls_w, answers_r, answers_w):
+            os.close(fd)
+        return None
+    if pid == 0:  # the engine's process; it never returns into the command line
+        code = 1
+        try:
+            os.close(calls_w)
+            os.close(answers_r)
+            gc.disable()  # until the index is loaded (mcp_engine)
+            from nodwyn_retrieval.mcp_engine import serve_engine  # noqa: PLC0415
+
+            serve_engine(settings, calls_r, answers_w)
+            code = 0
+        except BaseException:  # noqa: BLE001  said on stderr; the server starts another at need
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(calls_r)
+    os.close(answers_w)
+    calls, answers = os.fdopen(calls_w, "wb", buffering=0), os.fdopen(answers_r, "rb", buffering=0)
+    return _Forked(pid, calls, answers)
+
+
 class _Proc:
-    """An engine's process started by :func:`_spawn`, its pipes as asyncio's streams."""
+    """An engine's process started by :func:`_spawn` or :func:`_fork`, its pipes as asyncio's
+    streams."""
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], stdout: asyncio.StreamReader,
+        self, popen: subprocess.Popen[bytes] | _Forked, stdout: asyncio.StreamReader,
         stdin: asyncio.StreamWriter,
     ) -> None:  # fmt: skip
         self.popen = popen
@@ -161,7 +251,7 @@ class EngineProcess:
     it ever ends."""
 
     def __init__(
-        self, settings: dict[str, Any], started: subprocess.Popen[bytes] | None = None
+        self, settings: dict[str, Any], started: subprocess.Popen[bytes] | _Forked | None = None
     ) -> None:
         self.settings = settings
         self._started = started
@@ -344,7 +434,9 @@ def build_server(engine: EngineProcess, types: Any, server_class: Any) -> Any:
     )  # fmt: skip
 
 
-async def serve(settings: dict[str, Any], started: subprocess.Popen[bytes] | None = None) -> None:
+async def serve(
+    settings: dict[str, Any], started: subprocess.Popen[bytes] | _Forked | None = None
+) -> None:
     """Serve one client over stdin and stdout until it closes the connection.
 
     The engine's process is started first; then the SDK's protocol package is imported, the
@@ -354,7 +446,7 @@ async def serve(settings: dict[str, Any], started: subprocess.Popen[bytes] | Non
     import asyncio  # noqa: PLC0415
 
     from nodwyn_retrieval import __version__  # noqa: PLC0415
-    from nodwyn_retrieval.mcp_early import Wire, first_exchange  # noqa: PLC0415
+    from nodwyn_retrieval.mcp_early import SdkImport, Wire, first_exchange  # noqa: PLC0415
 
     engine = EngineProcess(settings, started)
     await engine.start()  # before the SDK's import, which it overlaps
@@ -382,7 +474,7 @@ async def serve(settings: dict[str, Any], started: subprocess.Popen[bytes] | Non
         if os.environ.get(EARLY_ENV, "1") == "0":
             sdk = _import_sdk()
         else:
-            importing = asyncio.ensure_future(asyncio.to_thread(_import_sdk))
+            importing = SdkImport(_import_sdk, SDK_AFTER_S)
             switch = sys.getswitchinterval()
             sys.setswitchinterval(0.0005)  # the first exchange is not kept waiting by the import
             try:
@@ -393,7 +485,7 @@ async def serve(settings: dict[str, Any], started: subprocess.Popen[bytes] | Non
             finally:
                 sys.setswitchinterval(switch)
             if replay is not None:
-                sdk = importing.result()
+                sdk = importing.done.result()
     finally:
         gc.enable()
         gc.freeze()
@@ -441,7 +533,7 @@ def main(ns: argparse.Namespace) -> int:
         "workers": getattr(ns, "workers", None), "server_pid": os.getpid(),
     }  # fmt: skip
     # Started before asyncio and the SDK are imported: its start overlaps theirs.
-    started = _spawn(settings)
+    started = _fork(settings) or _spawn(settings)
     import asyncio  # noqa: PLC0415
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -6,6 +6,7 @@ the index already holds, from the server's start, and what a later search adds o
     python bench/mcp_bench.py --tree PATH --runs 5
     git show main:mcp_server.py > /tmp/old_server.py
     python bench/mcp_bench.py --corpus sympy --against /tmp/old_server.py   # before and after
+    python bench/mcp_bench.py --corpus sympy --against-python /tmp/before/bin/python
 
 The index is built once first (``nodwyn-retrieval refresh``) in a data directory of the run's own.
 Then, ``--runs`` times, a server is started by the MCP SDK's client over stdio (a new process,
@@ -16,24 +17,27 @@ Engine opened at the first call, the refresh that finds the tree unchanged, and 
 in this process with ``Engine.index_search`` on the same index. Then servers asked one search
 each, for the CPU time of every process they ran from start to exit. Medians; the load is printed.
 
-The wall times are what a client sees on this machine as loaded as it is; with the machine
-shared they can be several times what a free machine gives. So the CPU time each of the server's
-processes has used is read from ``/proc`` too, at the handshake and at the first answer: the
-process the client started (the protocol: Python, the command line, the SDK's protocol package,
-the first exchange; then the rest of the SDK, imported in a thread while the call is with the
-engine) and the engine's process it starts beside it, with what they ran. With two cores free the
-two run side by side, and the first answer takes about the later of: the protocol's process ready
-(its CPU time at the handshake), and the engine's process, started once the protocol's has spent
-what the command line and ``nodwyn_retrieval.mcp_server`` cost to import, done loading (its CPU time
-at the first answer less the first search of a loaded index, measured in this process); then that
-search. With one core, their sum. Likewise the CPU time the server's processes spend on each later
-search (from the sixth on, after a pause in which the SDK's import ends), against what
+The wall times are what a client sees on this machine as loaded as it is; with the machine shared
+they can be several times what a free machine gives. So the CPU time each of the server's processes
+has used is read from ``/proc`` too, at the handshake and at the first answer: the process the
+client started (the protocol: Python, the command line, the SDK's protocol package, the first
+exchange; then the rest of the SDK, imported in a thread while the call is with the engine) and the
+engine's process it starts beside it, with what they ran. With two cores free the two run side by
+side, and the first answer takes about the later of: the protocol's process ready (its CPU time at
+the handshake), and the engine's process, started once the protocol's has spent what the command
+line, ``nodwyn_retrieval.mcp_server`` and asyncio cost to import, done loading (its CPU time at the
+first answer less the first search of a loaded index, measured in this process); then that search.
+With one core, their sum. Likewise the CPU time the server's processes spend on each later search
+(from the sixth on, after a pause in which the SDK's import ends), against what
 ``Engine.index_search`` spends in this process: what a later search adds on a free machine. The
 search right after the first is given apart: it can wait for the SDK's server to take the
 connection over.
 
 ``--against FILE`` runs another version of ``mcp_server.py`` (``git show main:mcp_server.py``)
 the same way, alternately with this one, on the same index: the peer measured in the same run.
+``--against-python PY`` runs the server of another install (``PY -m nodwyn_retrieval mcp``, a
+virtual environment's interpreter with another version installed) the same way: a change that
+spans more than mcp_server.py, or one the other file cannot run with.
 """
 
 from __future__ import annotations
@@ -98,9 +102,12 @@ def _server_cpu() -> tuple[float, float]:
     return (own[1] if own is not None else float("nan")), below
 
 
-def _command(against: Path | None) -> list[str]:
-    """The server's command: this checkout's, or another version's mcp_server.py run the same
-    way (its ``main`` with the command line's defaults)."""
+def _command(against: Path | None, python: Path | None = None) -> list[str]:
+    """The server's command: this checkout's, another install's (``python``, its interpreter),
+    or another version's mcp_server.py run the same way (its ``main`` with the command line's
+    defaults)."""
+    if python is not None:
+        return [str(python), "-m", "nodwyn_retrieval", "mcp"]
     if against is None:
         return [sys.executable, "-m", "nodwyn_retrieval", "mcp"]
     code = (
@@ -295,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--tree", type=Path, help="a git working tree (copied first)")
     ap.add_argument("--runs", type=int, default=5, help="servers started")
     ap.add_argument("--searches", type=int, default=40, help="later searches in each")
-    ap.add_argument("--against", type=Path, help="another version's mcp_server.py, run alternately")
+    peer = ap.add_mutually_exclusive_group()
+    peer.add_argument(
+        "--against", type=Path, help="another version's mcp_server.py, run alternately"
+    )
+    peer.add_argument(
+        "--against-python", type=Path,
+        help="another install's interpreter (a venv's bin/python), its server run alternately",
+    )  # fmt: skip
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
     root = _corpora.prepare(args.corpus) if args.corpus else _corpora.snapshot(args.tree)
@@ -313,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     variants: dict[str, Path | None] = {"this": None}
     if args.against is not None:
         variants["against"] = args.against.resolve()
+    other_python: Path | None = args.against_python
+    if other_python is not None:
+        variants["against"] = None
     loads = [Path("/proc/loadavg").read_text().split()[0]]
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     cpus: dict[str, list[float]] = {v: [] for v in variants}
@@ -321,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded_first: list[float] = []
     for _ in range(args.runs):
         for v, other in variants.items():
-            command = _command(other)
+            command = _command(other, other_python if v == "against" else None)
             runs[v].append(asyncio.run(_server_run(root, env, queries, args.searches, command)))
         took, cpu, first = asyncio.run(_engine_run(root, data, config, queries, args.searches))
         engine.extend(took)
@@ -330,10 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         loads.append(Path("/proc/loadavg").read_text().split()[0])
     for _ in range(args.runs):
         for v, other in variants.items():
-            cpus[v].append(_first_cpu(root, env, queries[0], _command(other))[1])
-    # What the protocol's process has spent when it starts the engine's.
+            command = _command(other, other_python if v == "against" else None)
+            cpus[v].append(_first_cpu(root, env, queries[0], command)[1])
+    # What the protocol's process has spent when it starts the engine's (asyncio too: on Linux
+    # it is imported before the fork, once for both).
     spawn = _import_cpu_s(
-        env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server, subprocess", 9
+        env, "import nodwyn_retrieval.cli, nodwyn_retrieval.mcp_server, subprocess, asyncio", 9
     )
     doc: dict[str, Any] = {
         "tree": name,

@@ -139,7 +139,7 @@ _GENERIC: tuple[Rule, ...] = (
         "url-password",
         # scheme://user:password@host: the scheme, user and host stay; the password goes. Anonymous
         # FTP takes an email address as its password by convention: not a secret.
-        re.compile(
+        (
             r"""(?<=[A-Za-z0-9])://(?!(?i:anonymous):)[^\s:/@?#"'<>]*:"""
             r"""(?P<v>(?P<b>[^\s/@?#"'<>]+))@(?=[A-Za-z0-9\[])"""
         ),
@@ -149,7 +149,7 @@ _GENERIC: tuple[Rule, ...] = (
     ),
     Rule(
         "bearer-token",
-        re.compile(
+        (
             r"(?i:bearer)[ \t]+(?P<v>(?P<b>[A-Za-z0-9._~+/-]{16,}=*))(?![A-Za-z0-9._~+/=(\[-])"
         ),
         ("bearer",),
@@ -158,14 +158,14 @@ _GENERIC: tuple[Rule, ...] = (
     ),
     Rule(
         "basic-auth",
-        re.compile(r"(?i:basic)[ \t]+(?P<v>(?P<b>[A-Za-z0-9+/]{8,}={0,2}))(?![A-Za-z0-9+/=\[])"),
+        r"(?i:basic)[ \t]+(?P<v>(?P<b>[A-Za-z0-9+/]{8,}={0,2}))(?![A-Za-z0-9+/=\[])",
         ("basic",),
         0,
         _basic_value,
     ),
     Rule(
         "authorization",
-        re.compile(
+        (
             r"""(?i:authorization)["']?[ \t]*[:=][ \t]*["']?"""
             r"""(?:(?i:token|ssws|apikey|api-key|key)[ \t]+)?"""
             r"""(?P<v>(?P<b>[A-Za-z0-9._~+/-]{16,}=*))(?![A-Za-z0-9._~+/=(\[-])"""
@@ -178,7 +178,7 @@ _GENERIC: tuple[Rule, ...] = (
         "basic-auth",
         # curl -u user:password, curl --user user:password: the user stays. On curl's line only:
         # git push -u main:main and the like are not a user and password.
-        re.compile(
+        (
             r"""curl\b[^\n]{0,400}?[ \t](?:-u|--user)(?:[ \t]+|=)["']?[^\s:"'$]{1,64}:"""
             r"""(?P<v>(?P<b>[^\s"']{3,}))"""
         ),
@@ -509,7 +509,7 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
 # The aws secret access key: forty base64 characters after its name, quoted or bare.
 _AWS_SECRET = Rule(
     "aws-secret-key",
-    re.compile(
+    (
         r"""(?i:(?:aws_?)?secret_?access_?key)["'`]?\]?[ \t]*(?::=|=>|=(?!=)|:)[ \t]*["']?"""
         r"""(?P<v>(?P<b>[A-Za-z0-9/+=]{40}))(?![A-Za-z0-9/+=])"""
     ),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["RULES", "Rule", "random_body"]
 
@@ -63,13 +63,28 @@ def _any(s: str) -> bool:
 class Rule:
     kind: str
     """The marker's kind: ``[REDACTED:kind]``."""
-    pattern: re.Pattern[str]
-    """Tried with ``match`` at the locator's offset less ``back``."""
+    source: str
+    """The regular expression, compiled as :attr:`pattern`."""
     locators: tuple[str, ...]
     """Lowercase literals every match holds, ``back`` characters from its start; empty: direct."""
     back: int
     check: Check
     """Applied to group ``b`` (the random body) when the pattern has one."""
+    flags: int = 0
+    _compiled: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The expression compiled, tried with ``match`` at the locator's offset less ``back``.
+
+        Compiled at its first use, not at the import: most texts hold the locators of few rules
+        or none, and a process that never redacts compiles none. Two threads first using a rule
+        at once each compile it and one of the equal patterns is kept."""
+        compiled = self._compiled
+        if compiled is None:
+            compiled = re.compile(self.source, self.flags)
+            object.__setattr__(self, "_compiled", compiled)  # frozen: a cache, not a field's change
+        return compiled
 
 
 def _rule(
@@ -82,7 +97,7 @@ def _rule(
     flags: int = 0,
 ) -> Rule:
     locs = (locators,) if isinstance(locators, str) else locators
-    return Rule(kind, re.compile(pattern, flags), tuple(x.lower() for x in locs), back, check)
+    return Rule(kind, pattern, tuple(x.lower() for x in locs), back, check, flags)
 
 
 def _prefixed(

@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-import tomlkit.exceptions
-import tomlkit.items
 from nodwyn_retrieval.errors import BadInput
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
 
@@ -124,6 +121,11 @@ def set_earlier_tasks(
     ``root``, when given, is recorded beside it. Written atomically under a lock beside the file,
     so two saves never lose each other's change. A file that does not parse is left as the person
     wrote it: :class:`errors.BadInput` says what to fix."""
+    # Imported here: only the switch writes the file, and a search never does.
+    import tomlkit  # noqa: PLC0415
+    import tomlkit.exceptions  # noqa: PLC0415
+    import tomlkit.items  # noqa: PLC0415
+
     config_dir = Path(config_dir)
     path = config_dir / WORKSPACES_FILE
     with file_lock(config_dir / f"{WORKSPACES_FILE}.lock"):

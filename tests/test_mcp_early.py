@@ -4,11 +4,15 @@ the same lines as that server's own, its session the client's, and the client's 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from nodwyn_retrieval.mcp_early import SdkImport
 from nodwyn_retrieval.mcp_server import EARLY_ENV
 
 from tests.support import make_repo, mcp_process
@@ -148,3 +152,42 @@ def test_the_client_gone_in_the_first_exchange(tmp_path: Path, env: dict[str, st
         assert "Traceback" not in p.stderr.read()
     assert engines
     assert all(_gone(e) for e in engines)
+
+
+@pytest.mark.asyncio
+async def test_the_sdks_import_begins_once_however_often_asked() -> None:
+    ran: list[int] = []
+
+    def work() -> str:
+        ran.append(threading.get_ident())
+        return "imported"
+
+    sdk = SdkImport(work, after=30.0)
+    sdk.begin_later()  # far off: the asks below begin it
+    await asyncio.sleep(0.05)
+    assert not ran  # nothing begun before it is asked for
+    sdk.begin()
+    sdk.begin()
+    assert await sdk.done == "imported"
+    sdk.begin()
+    await asyncio.sleep(0.05)
+    assert len(ran) == 1
+    assert ran[0] != threading.get_ident()  # in a thread, not the loop's
+
+
+@pytest.mark.asyncio
+async def test_the_sdks_import_begins_by_itself_after_a_while() -> None:
+    sdk = SdkImport(lambda: 7, after=0.05)
+    sdk.begin_later()
+    assert await asyncio.wait_for(sdk.done, 30) == 7
+
+
+@pytest.mark.asyncio
+async def test_a_failed_import_of_the_sdk_is_met_where_it_is_awaited() -> None:
+    def work() -> None:
+        raise ImportError("no module named mcp.server")
+
+    sdk = SdkImport(work, after=30.0)
+    sdk.begin()
+    with pytest.raises(ImportError, match="no module named"):
+        await sdk.done

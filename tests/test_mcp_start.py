@@ -4,6 +4,7 @@ while the client connects, the first call settling the session (docs/mcp.md, "Ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -51,7 +52,8 @@ def engine_processes(server_pid: int | None = None) -> list[int]:
     servers = (
         [server_pid] if server_pid else [p for p in _children(os.getpid()) if " mcp" in _cmdline(p)]
     )
-    return [c for s in servers for c in _children(s) if "engine_main" in _cmdline(c)]
+    # The server's one child: forked from it (its command line the server's) or started anew.
+    return [c for s in servers for c in _children(s)]
 
 
 def _gone(pid: int) -> bool:
@@ -219,3 +221,47 @@ def test_stdin_closed_and_sigterm_leave_no_engine_process(
         json.loads(Path(x).read_text().splitlines()[-1])["text"] == "the server closed"
         for x in logs
     )
+
+
+def test_the_engine_process_holds_none_of_the_clients_pipes(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Forked from the server's process, the engine's must let go of the client's stdin and
+    stdout: else a client would not see the end of its stream when the server ends."""
+    root = make_repo(tmp_path / "repo", {"a.py": "def marmot():\n    pass\n"})
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "some-client", "version": "1"}}}  # fmt: skip
+    with mcp_process(root, env) as p:
+        assert p.stdin is not None
+        assert p.stdout is not None
+        try:
+            client_pipes = {
+                f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (p.stdin, p.stdout)
+            }
+            p.stdin.write(json.dumps(hello) + "\n")
+            p.stdin.flush()
+            assert json.loads(p.stdout.readline())["id"] == 1
+            engines: list[int] = []
+            for _ in range(200):
+                engines = engine_processes(p.pid)
+                if engines:
+                    break
+                time.sleep(0.05)
+            assert len(engines) == 1
+            held = set()
+            for fd in os.listdir(f"/proc/{engines[0]}/fd"):
+                with contextlib.suppress(OSError):
+                    held.add(os.readlink(f"/proc/{engines[0]}/fd/{fd}"))
+            assert any(h.startswith("pipe:") for h in held)  # its own pipes to the server
+            assert not held & client_pipes
+            server_held = {
+                os.readlink(f"/proc/{p.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{p.pid}/fd")
+            }
+            assert client_pipes <= server_held  # the server's own, as they should be
+            p.stdin.close()
+            assert p.wait(timeout=60) == 0
+            assert p.stdout.read() == ""  # the end of the stream, seen
+        finally:
+            if p.poll() is None:
+                p.kill()
