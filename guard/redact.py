@@ -251,7 +251,6 @@ _SUFFIXES = frozenset(
 # The words a glued secret word may end in, longest first.
 _GLUED_TAILS = tuple(sorted(_SECRET_WORDS, key=len, reverse=True))
 _NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_NAME_CHAR = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _NAME_REST = re.compile(r"[A-Za-z0-9_-]*")
 _MAX_NAME = 80
 
