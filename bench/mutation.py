@@ -97,7 +97,12 @@ TESTS: dict[str, list[str]] = {
         "test_redact_shapes.py",
     ],
     "guard/kubernetes.py": ["test_redact_edges.py", "test_redact.py", "test_redact_shapes.py"],
-    "guard/secret_rules.py": ["test_secret_edges.py", "test_redact_shapes.py", "test_redact.py"],
+    "guard/secret_rules.py": [
+        "test_secret_edges.py",
+        "test_redact_first_use.py",
+        "test_redact_shapes.py",
+        "test_redact.py",
+    ],
     "guard/secret_values.py": ["test_secret_edges.py", "test_redact.py", "test_redact_edges.py"],
     "store/atomic.py": [
         "test_store_atomic_edges.py",
@@ -106,8 +111,16 @@ TESTS: dict[str, list[str]] = {
     ],
     "store/chunkstore.py": [
         "test_store_chunkstore_edges.py",
+        "test_chunkstore_packs.py",
         "test_store_chunkstore.py",
+        "test_gc_packs.py",
         "test_gc.py",
+    ],
+    "store/packs.py": [
+        "test_store_chunkstore_edges.py",
+        "test_store_chunkstore.py",
+        "test_chunkstore_packs.py",
+        "test_gc_packs.py",
     ],
     "store/codec.py": [
         "test_store_codec_edges.py",
@@ -214,11 +227,13 @@ TESTS: dict[str, list[str]] = {
     ],
     "actors/_work.py": [
         "test_work_edges.py",
+        "test_chunkstore_packs.py",
         "test_indexer_snapshot.py",
         "test_indexer_bounds.py",
         "test_indexer.py",
         "test_build_pipeline.py",
     ],
+    "actors/gc.py": ["test_gc_packs.py", "test_gc.py"],
 }
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store", "store/transcripts")
@@ -230,6 +245,7 @@ DEFAULT_MODULES = [
     "actors/_watch.py",
     "actors/indexer.py",
     "actors/_work.py",
+    "actors/gc.py",
 ]  # fmt: skip
 
 
