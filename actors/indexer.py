@@ -99,6 +99,11 @@ MARGIN = 1.5
 # What a call keeps, on an idle core, between the end of its waits and its deadline.
 SETTLE_MARGIN = 0.05
 READ_CONCURRENCY = 16
+# A tree with no snapshot whose git index lists this many files or more is read in the pool at
+# its first refresh: the pool's workers are started as the session opens, so that their start
+# (the interpreter and numpy, a few tenths of a second of the first build's critical path) is
+# made while the refresher lists the tree. A smaller tree starts them only when it needs them.
+EARLY_POOL_FILES = 1_000
 
 
 class IndexerActor(Actor):
@@ -139,6 +144,7 @@ class IndexerActor(Actor):
         self._snapshot_error: str | None = None  # a write that failed after its call answered
         # What the first search of a loaded index would compute, made in a thread meanwhile.
         self._warming: asyncio.Task[None] | None = None
+        self._early: asyncio.Future[None] | None = None  # the pool's workers started at the open
 
     def __repr__(self) -> str:
         return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
@@ -147,6 +153,18 @@ class IndexerActor(Actor):
         # Not awaited: the session opens and the refresher lists the tree while the snapshot is
         # read and warmed; every message waits for it.
         self._warming = asyncio.ensure_future(self._load())
+        if self.pool is not None:
+            self._early = asyncio.ensure_future(self._start_pool(self.pool))
+
+    async def _start_pool(self, pool: ProcessPool) -> None:
+        """Start the pool's workers now when the tree is to be built and is big."""
+        if await asyncio.to_thread(self._build_ahead):
+            await pool.start()
+
+    def _build_ahead(self) -> bool:
+        """Whether this tree has never been indexed here (no snapshot) and git lists enough files
+        that its first refresh will read in the pool."""
+        return not self.snapshot_path.exists() and listed_files(self.root) >= EARLY_POOL_FILES
 
     async def _load(self) -> None:
         base, dropped = await asyncio.to_thread(read_snapshot, self.snapshot_path)
@@ -160,6 +178,9 @@ class IndexerActor(Actor):
         # What this session read is kept for the next one, even when no call had time to save
         # it: a merge still running is waited for (its thread cannot be stopped) and its base
         # written as the snapshot.
+        if self._early is not None:
+            with contextlib.suppress(Exception):
+                await self._early
         if self._warming is not None:
             with contextlib.suppress(Exception):
                 await self._warming
@@ -814,6 +835,25 @@ def _built(builder: TreeBuilder) -> TreeIndex:
     tree = TreeIndex(builder.finish())
     tree.warm()
     return tree
+
+
+def listed_files(root: Path) -> int:
+    """How many files the git index of the repository whose top is root lists, from its header
+    (0 when there is none, or it cannot be read)."""
+    git = root / ".git"
+    try:
+        if git.is_file():  # a worktree's or a submodule's: "gitdir: <path>"
+            line = git.read_text(encoding="utf-8").strip()
+            if not line.startswith("gitdir:"):
+                return 0
+            git = root / line[len("gitdir:") :].strip()
+        with open(git / "index", "rb") as f:
+            head = f.read(12)
+    except (OSError, UnicodeDecodeError):
+        return 0
+    if len(head) < 12 or head[:4] != b"DIRC":
+        return 0
+    return int.from_bytes(head[8:12], "big")
 
 
 def _size(tree: Beneath, rel: str) -> int:

@@ -95,3 +95,9 @@ def print_and_square(x: int) -> int:
 
 def wait_a_little() -> None:
     time.sleep(0.2)
+
+
+def slow_pid(seconds: float) -> int:
+    """This worker's process id, after a sleep: works given at once land on different workers."""
+    time.sleep(seconds)
+    return os.getpid()

@@ -1,0 +1,134 @@
+"""A first build's start and end: workers started before the first batch, the last batches
+smaller, and the work after the reads priced from what the build measured of itself.
+
+Real worker processes and real repositories throughout (tests/support.py ``make_repo``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.actors.indexer import listed_files
+from nodwyn_retrieval.bus import ProcessPool
+
+from tests import _pool_workers as w
+from tests.support import make_repo
+from tests.test_indexer_edges import (
+    Tree,
+    files,
+    index,
+    keys,
+)
+
+# -- the pool's start before any work ---------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_start_brings_every_worker_up_idle_and_the_first_work_takes_one() -> None:
+    async with ProcessPool(max_workers=2) as pool:
+        assert pool.pids == ()
+        await pool.start()
+        up = pool.pids
+        assert len(up) == 2
+        assert repr(pool) == "<ProcessPool started, max_workers=2, 0 busy>"
+        await pool.start()  # nothing more to start
+        assert pool.pids == up
+        # Two works at once: each on one of the workers started, none started beside them.
+        a, b = await asyncio.gather(pool.run(w.slow_pid, 0.3), pool.run(w.slow_pid, 0.3))
+        assert sorted((a, b)) == list(up)
+        assert pool.pids == up
+
+
+@pytest.mark.asyncio
+async def test_work_asked_while_start_creates_the_workers_makes_no_more_of_them() -> None:
+    async with ProcessPool(max_workers=2) as pool:
+        starting = asyncio.ensure_future(pool.start())
+        await asyncio.sleep(0)  # start() has begun creating the first
+        got = await asyncio.gather(pool.run(w.slow_pid, 0.2), pool.run(w.slow_pid, 0.2))
+        await starting
+        assert len(pool.pids) == 2
+        assert sorted(got) == list(pool.pids)
+
+
+@pytest.mark.asyncio
+async def test_a_closed_pool_starts_nothing_and_close_ends_the_workers_started() -> None:
+    pool = ProcessPool(max_workers=1)
+    await pool.start()
+    (pid,) = pool.pids
+    await pool.close()
+    assert pool.pids == ()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    await pool.start()
+    assert pool.pids == ()
+
+
+# -- the indexer starts them at the open, for a big tree never indexed ------------------------
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def test_the_git_index_says_how_many_files_it_lists(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {f"f{i}.py": f"x = {i}\n" for i in range(7)})
+    assert listed_files(root) == 7
+    # A worktree's .git is a file naming its git directory, which has its own index.
+    _git(root, "worktree", "add", "-q", str(tmp_path / "wt"))
+    assert listed_files(tmp_path / "wt") == 7
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert listed_files(plain) == 0
+    (plain / ".git").write_text("not a pointer\n")
+    assert listed_files(plain) == 0
+    (plain / ".git").write_text("gitdir: nowhere\n")
+    assert listed_files(plain) == 0
+    odd = tmp_path / "odd"
+    (odd / ".git").mkdir(parents=True)
+    (odd / ".git" / "index").write_bytes(b"XXXX\x00\x00\x00\x02\x00\x00\x00\x09")
+    assert listed_files(odd) == 0
+    (odd / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02\x00\x00")  # cut short
+    assert listed_files(odd) == 0
+    (odd / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02\x00\x00\x01\x02")
+    assert listed_files(odd) == 258
+
+
+async def _pids_at_open(tree: Tree) -> tuple[int, ...]:
+    """The pool's workers once a session of the tree has opened, before any call."""
+    pool = tree.pool = ProcessPool(max_workers=2)
+    try:
+        async with tree.session() as actor:
+            assert actor._early is not None
+            await actor._early
+            return pool.pids
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_a_big_tree_never_indexed_has_its_workers_started_at_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = Tree(tmp_path, files(12))
+    monkeypatch.setattr(indexer, "EARLY_POOL_FILES", 12)
+    assert len(await _pids_at_open(tree)) == 2
+    monkeypatch.setattr(indexer, "EARLY_POOL_FILES", 13)  # one file fewer than that: not
+    assert await _pids_at_open(tree) == ()
+
+
+@pytest.mark.asyncio
+async def test_a_tree_with_a_snapshot_starts_no_worker_at_the_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = Tree(tmp_path, files(12))
+    async with tree.session() as actor:
+        done = await index(actor, tree.stat(*tree.all()))
+    assert tree.snap.exists()
+    monkeypatch.setattr(indexer, "EARLY_POOL_FILES", 1)
+    assert await _pids_at_open(tree) == ()
+    assert len(keys(done)) == 12
