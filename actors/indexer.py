@@ -79,10 +79,17 @@ POST_SHARE = 0.15
 # time this process's threads waited for a CPU against the time they ran), not by the load.
 POST_SECONDS_PER_BYTE = 1.25e-7
 # A first build (an empty index, built as the batches arrive) leaves less after the reads: the sort
-# and merge of the postings' runs (TreeBuilder.finish) and the snapshot. Measured on the git corpus
-# (a first build cut at 2,701 files, about 26 MB): 3.0 s and 0.8 s at a slowdown of 7.8, so about
-# 1.9e-8 s a byte per unit of slowdown; taken twice that, MARGIN on top.
+# and merge of the postings' runs (TreeBuilder.finish); the snapshot is waited for only when it
+# fits (_settle). Until this process has measured its own speed at that work, about 1.9e-8 s a byte
+# per unit of slowdown (the git corpus, a first build cut at 2,701 files: 3.0 s and 0.8 s at a
+# slowdown of 7.8), taken twice that, MARGIN on top.
 BUILD_POST_SECONDS_PER_BYTE = 4e-8
+# Once the batches added to a first build hold this many postings, its finish is priced from
+# their own cost instead: TreeBuilder.add's CPU time a byte analysed, times FINISH_PER_ADD (the
+# finish's CPU a posting over add's, measured at 0.81 on sympy and 0.89 to 1.21 on the git corpus,
+# taken larger: the finish's sort grows a little faster than its postings), the slowdown and MARGIN.
+MIN_MEASURED_PAIRS = 100_000
+FINISH_PER_ADD = 1.5
 # And this much whatever was read (storing, the manifest's save), on an idle core.
 POST_FIXED_SECONDS = 0.3
 # Rebuilding the delta (TreeIndex.apply builds it again from every changed file) costs about this
@@ -569,13 +576,19 @@ class IndexerActor(Actor):
         # under load), as measured while this call runs.
         load = self._contention.factor()
         per_byte = POST_SECONDS_PER_BYTE if builder is None else BUILD_POST_SECONDS_PER_BYTE
-        post_per_byte = per_byte * load * MARGIN
         # (At most the post share of a bound much shorter than §5's, as a test sets.)
         hard -= post + min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
 
+        def post_per_byte() -> float:
+            """What the work after the reads is estimated to cost a byte read, now."""
+            rate = per_byte
+            if builder is not None and builder.n_pairs >= MIN_MEASURED_PAIRS and analysed > 0:
+                rate = FINISH_PER_ADD * builder.cpu / analysed  # measured here, on this machine
+            return rate * load * MARGIN
+
         def may_start() -> bool:
             now = loop.time()
-            return now < deadline and now + read_bytes * post_per_byte < hard
+            return now < deadline and now + read_bytes * post_per_byte() < hard
 
         chunks_dir = str(self.store.directory)
         use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
@@ -692,7 +705,7 @@ class IndexerActor(Actor):
             # each batch analysed makes the work after the reads longer.
             pending: set[asyncio.Task[None]] = set(pool_tasks)
             while pending:
-                left = min(deadline, hard - analysed * post_per_byte) - loop.time()
+                left = min(deadline, hard - analysed * post_per_byte()) - loop.time()
                 if left <= 0:
                     break
                 _, pending = await asyncio.wait(

@@ -10,6 +10,7 @@ import asyncio
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodwyn_retrieval.actors import indexer
@@ -23,6 +24,9 @@ from tests.test_indexer_edges import (
     files,
     index,
     keys,
+    name,
+    read_paths,
+    slowdown,
 )
 
 # -- the pool's start before any work ---------------------------------------------------------
@@ -132,3 +136,85 @@ async def test_a_tree_with_a_snapshot_starts_no_worker_at_the_open(
     monkeypatch.setattr(indexer, "EARLY_POOL_FILES", 1)
     assert await _pids_at_open(tree) == ()
     assert len(keys(done)) == 12
+
+
+# -- the work after the reads, priced from the build's own adds ------------------------------
+
+
+async def _two_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finish_per_add: float
+) -> tuple[list[str], list[str]]:
+    """Two files, a batch each; the second is let go to its worker once the first is back. The
+    constant cost a byte is so low that it would let both be read: only what the build measured
+    of its first batch (times finish_per_add) can stop the second."""
+    tree = Tree(tmp_path, files(2))
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
+    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1e-12)
+    monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", 1)
+    monkeypatch.setattr(indexer, "FINISH_PER_ADD", finish_per_add)
+    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_run = pool.run
+    let_go = asyncio.Event()
+
+    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+        if [p for p, _ in blobs] == [name(1)]:
+            await let_go.wait()
+        try:
+            return await real_run(fn, blobs, *args, **kw)
+        finally:
+            let_go.set()
+
+    monkeypatch.setattr(pool, "run", run)
+    try:
+        async with tree.session() as actor:
+            slowdown(monkeypatch, actor, 1.0)
+            cut = await index(actor, tree.stat(*tree.all()))
+            monkeypatch.undo()
+            rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
+    finally:
+        await pool.close()
+    return read_paths(cut), read_paths(rest)
+
+
+@pytest.mark.asyncio
+async def test_a_first_builds_measured_cost_stops_the_wait_once_it_fills_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first batch's add took some microseconds of CPU: priced a billion times that a byte
+    analysed, its finish fills the 60 s: the second batch is not waited for, the next call
+    reads it."""
+    assert await _two_batches(tmp_path, monkeypatch, 1e9) == ([name(0)], [name(1)])
+
+
+@pytest.mark.asyncio
+async def test_a_first_builds_measured_cost_lets_both_batches_in_when_it_is_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert await _two_batches(tmp_path, monkeypatch, 1e-3) == ([name(0), name(1)], [])
+
+
+@pytest.mark.asyncio
+async def test_the_builder_says_what_its_adds_cost_and_how_many_postings_they_added(
+    tmp_path: Path,
+) -> None:
+    tree = Tree(tmp_path, files(3))
+    seen: list[tuple[float, int, int]] = []
+    real_built = indexer._built
+
+    def built(builder: Any) -> Any:
+        seen.append((builder.cpu, builder.n_pairs, builder.n_docs))
+        return real_built(builder)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(indexer, "_built", built)
+    try:
+        async with tree.session() as actor:
+            await index(actor, tree.stat(*tree.all()))
+            postings = actor.tree.base.segment.n_postings
+    finally:
+        mp.undo()
+    ((cpu, pairs, docs),) = seen
+    assert cpu > 0.0
+    assert docs == 3
+    assert pairs >= postings > 0  # repeated (document, word) pairs are summed by the finish
