@@ -70,6 +70,10 @@ log = logging.getLogger("nodwyn_retrieval.actors.indexer")
 # workers costs more than it saves (docs/benchmarks.md, "the pool threshold").
 POOL_MIN_BYTES = 2 << 20
 BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
+# The last batches are smaller: a worker that has taken the last batch is the one still working
+# after the others are done, so near the end a batch holds at most a share of what is left to
+# send (each worker about two more), down to this size.
+MIN_BATCH_BYTES = 128 << 10
 # The share of a refresh's time kept for what follows the reads (storing, merging, snapshot).
 POST_SHARE = 0.15
 # What follows the reads costs about this much per byte read on a core of its own (merging a
@@ -591,7 +595,9 @@ class IndexerActor(Actor):
             return now < deadline and now + read_bytes * post_per_byte() < hard
 
         chunks_dir = str(self.store.directory)
-        use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
+        unread = sum(st.size for st in stats)  # bytes of the files not reached yet (as listed)
+        use_pool = self.pool is not None and unread >= POOL_MIN_BYTES
+        shares = 2 * (self.pool.max_workers if self.pool is not None else 1)
         done: dict[int, tuple[FileStat, Analyzed, bytes]] = {}
         batch: list[tuple[int, FileStat, bytes]] = []
         batch_bytes = 0
@@ -639,7 +645,8 @@ class IndexerActor(Actor):
         reading: set[asyncio.Task[None]] = set()
 
         async def one(i: int, st: FileStat) -> None:
-            nonlocal batch_bytes, read_bytes, analysed
+            nonlocal batch_bytes, read_bytes, analysed, unread
+            unread -= st.size
             decision = await self.read_guard.check_read(st.path, st.size)
             if not decision.allowed:
                 skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
@@ -666,7 +673,7 @@ class IndexerActor(Actor):
             elif use_pool:
                 batch.append((i, st, data))
                 batch_bytes += len(data)
-                if batch_bytes >= BATCH_BYTES:
+                if batch_bytes >= min(BATCH_BYTES, max(MIN_BATCH_BYTES, unread // shares)):
                     flush()
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)

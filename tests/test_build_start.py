@@ -20,8 +20,11 @@ from nodwyn_retrieval.bus import ProcessPool
 from tests import _pool_workers as w
 from tests.support import make_repo
 from tests.test_indexer_edges import (
+    WORDS,
     Tree,
+    body,
     files,
+    found,
     index,
     keys,
     name,
@@ -136,6 +139,45 @@ async def test_a_tree_with_a_snapshot_starts_no_worker_at_the_open(
     monkeypatch.setattr(indexer, "EARLY_POOL_FILES", 1)
     assert await _pids_at_open(tree) == ()
     assert len(keys(done)) == 12
+
+
+# -- the last batches -------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_last_batches_are_smaller_and_every_file_is_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 files of one size, batches of at most 8 files and at least 1: the batches' sizes never
+    grow, the last ones hold less than the first, and the files they hold are the tree's."""
+    tree = Tree(tmp_path, files())
+    size = len(body(0).encode())
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexer, "BATCH_BYTES", 8 * size)
+    monkeypatch.setattr(indexer, "MIN_BATCH_BYTES", size)
+    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)  # read in order: certain batches
+    pool = tree.pool = ProcessPool(max_workers=2, preload=["nodwyn_retrieval.actors._work"])
+    sent: list[list[str]] = []
+    real_run = pool.run
+
+    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+        sent.append([p for p, _ in blobs])
+        return await real_run(fn, blobs, *args, **kw)
+
+    monkeypatch.setattr(pool, "run", run)
+    try:
+        async with tree.session() as actor:
+            done = await index(actor, tree.stat(*tree.all()))
+            hits = [await found(actor, WORDS[i]) for i in range(0, 40, 7)]
+    finally:
+        await pool.close()
+    sizes = [len(b) for b in sent]
+    assert sizes == sorted(sizes, reverse=True)
+    assert sizes[0] == 8
+    assert sizes[-1] == 1
+    assert sorted(p for b in sent for p in b) == tree.all()
+    assert read_paths(done) == tree.all()
+    assert hits == [[name(i)] for i in range(0, 40, 7)]
 
 
 # -- the work after the reads, priced from the build's own adds ------------------------------
