@@ -74,6 +74,10 @@ BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
 # after the others are done, so near the end a batch holds at most a share of what is left to
 # send (each worker about two more), down to this size.
 MIN_BATCH_BYTES = 128 << 10
+# The reads are this far ahead of the pool at most (bytes sent to it and not back yet): enough
+# to keep every worker busy, and no more held in memory, and no file read whose analysis the
+# bound will not wait for. Where reads stop is decided with what the batches back have measured.
+READ_AHEAD_BYTES = 8 << 20
 # The share of a refresh's time kept for what follows the reads (storing, merging, snapshot).
 POST_SHARE = 0.15
 # What follows the reads costs about this much per byte read on a core of its own (merging a
@@ -583,12 +587,21 @@ class IndexerActor(Actor):
         # (At most the post share of a bound much shorter than §5's, as a test sets.)
         hard -= post + min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
 
+        measured = [load, loop.time()]
+
+        def slowdown() -> float:
+            """The slowdown measured since the call began, looked at every quarter second."""
+            now = loop.time()
+            if now - measured[1] >= 0.25:
+                measured[:] = [self._contention.factor(), now]
+            return measured[0]
+
         def post_per_byte() -> float:
             """What the work after the reads is estimated to cost a byte read, now."""
             rate = per_byte
             if builder is not None and builder.n_pairs >= MIN_MEASURED_PAIRS and analysed > 0:
                 rate = FINISH_PER_ADD * builder.cpu / analysed  # measured here, on this machine
-            return rate * load * MARGIN
+            return rate * slowdown() * MARGIN
 
         def may_start() -> bool:
             now = loop.time()
@@ -602,10 +615,20 @@ class IndexerActor(Actor):
         batch: list[tuple[int, FileStat, bytes]] = []
         batch_bytes = 0
         pool_tasks: list[asyncio.Task[None]] = []
+        queued = 0  # bytes in the batch being made, or sent to the pool and not back
+        back = asyncio.Event()  # set as each batch comes back
 
         pool = self.pool
 
         async def analyse_batch(items: list[tuple[int, FileStat, bytes]]) -> None:
+            try:
+                await analyse_sent(items)
+            finally:
+                nonlocal queued
+                queued -= sum(len(data) for _, _, data in items)
+                back.set()
+
+        async def analyse_sent(items: list[tuple[int, FileStat, bytes]]) -> None:
             if pool is None:  # pragma: no cover - batches are made only when there is a pool
                 return
             blobs = [(st.path, data) for _, st, data in items]
@@ -645,7 +668,7 @@ class IndexerActor(Actor):
         reading: set[asyncio.Task[None]] = set()
 
         async def one(i: int, st: FileStat) -> None:
-            nonlocal batch_bytes, read_bytes, analysed, unread
+            nonlocal batch_bytes, read_bytes, analysed, unread, queued
             unread -= st.size
             decision = await self.read_guard.check_read(st.path, st.size)
             if not decision.allowed:
@@ -673,6 +696,7 @@ class IndexerActor(Actor):
             elif use_pool:
                 batch.append((i, st, data))
                 batch_bytes += len(data)
+                queued += len(data)
                 if batch_bytes >= min(BATCH_BYTES, max(MIN_BATCH_BYTES, unread // shares)):
                     flush()
             elif loop.time() < deadline:
@@ -695,6 +719,10 @@ class IndexerActor(Actor):
 
         async def reader() -> None:
             for i, st in todo:
+                while queued > READ_AHEAD_BYTES and loop.time() < deadline:
+                    back.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(back.wait(), deadline - loop.time())
                 if not may_start():
                     return
                 await one(i, st)
@@ -708,6 +736,9 @@ class IndexerActor(Actor):
                     t.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
             flush()
+            log.debug("reads: %d bytes, %.2f s before the deadline; %.3g s a byte after them "
+                      "(slowdown %.2f)", read_bytes, hard - loop.time(), post_per_byte(),
+                      slowdown())  # fmt: skip
             # Wait for the pool while what it returns can still be stored and merged in time:
             # each batch analysed makes the work after the reads longer.
             pending: set[asyncio.Task[None]] = set(pool_tasks)

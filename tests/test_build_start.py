@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 from nodwyn_retrieval.actors import indexer
-from nodwyn_retrieval.actors.indexer import listed_files
+from nodwyn_retrieval.actors.indexer import IndexerActor, listed_files
 from nodwyn_retrieval.bus import ProcessPool
 
 from tests import _pool_workers as w
 from tests.support import make_repo
 from tests.test_indexer_edges import (
     WORDS,
+    N,
     Tree,
     body,
     files,
@@ -31,6 +32,7 @@ from tests.test_indexer_edges import (
     read_paths,
     slowdown,
 )
+from tests.test_indexer_estimates import LoopClock
 
 # -- the pool's start before any work ---------------------------------------------------------
 
@@ -260,3 +262,87 @@ async def test_the_builder_says_what_its_adds_cost_and_how_many_postings_they_ad
     assert cpu > 0.0
     assert docs == 3
     assert pairs >= postings > 0  # repeated (document, word) pairs are summed by the finish
+
+
+# -- the reads ahead of the pool, and the slowdown looked at as they go ---------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_reads_wait_for_the_pool_once_they_are_far_enough_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch a file, three files' bytes ahead at most: while the first batch is held in the
+    pool, four files are read (the held one and three queued) and no more; once it is back every
+    file is read and indexed."""
+    tree = Tree(tmp_path, files())
+    size = len(body(0).encode())
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexer, "BATCH_BYTES", size)
+    monkeypatch.setattr(indexer, "MIN_BATCH_BYTES", 1)
+    monkeypatch.setattr(indexer, "READ_AHEAD_BYTES", 3 * size)
+    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
+    reads = 0
+    real_read = IndexerActor._read_file
+
+    async def read(self: IndexerActor, t: Any, rel: str) -> bytes | None:
+        nonlocal reads
+        reads += 1
+        return await real_read(self, t, rel)
+
+    monkeypatch.setattr(IndexerActor, "_read_file", read)
+    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_run = pool.run
+    gate = asyncio.Event()
+    at_release: list[int] = []
+
+    async def release() -> None:
+        for _ in range(200):  # until the reads have gone as far as they may
+            if reads >= 4:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        at_release.append(reads)
+        gate.set()
+
+    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+        if not gate.is_set() and not at_release and not releasing:
+            releasing.append(asyncio.ensure_future(release()))
+        await gate.wait()  # every batch held until the reads are seen to wait
+        return await real_run(fn, blobs, *args, **kw)
+
+    releasing: list[asyncio.Future[None]] = []
+    monkeypatch.setattr(pool, "run", run)
+    try:
+        async with tree.session() as actor:
+            done = await index(actor, tree.stat(*tree.all()))
+            hits = [await found(actor, WORDS[i]) for i in (0, 20, 39)]
+    finally:
+        await pool.close()
+    assert at_release == [4]
+    assert read_paths(done) == tree.all()
+    assert hits == [[name(0)], [name(20)], [name(39)]]
+
+
+@pytest.mark.asyncio
+async def test_a_slowdown_that_grows_while_the_reads_go_on_stops_them(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first build read a file at a time, each file priced at 1 s after the reads at the
+    slowdown of the call's start (1): a second later (the clock moved after 5 reads) the slowdown
+    measured is 100, and no other file is read; the next call reads the rest."""
+    size = len(body(0).encode())
+    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1.0 / (size * 1.5))
+    factors = iter([1.0])  # the call's start; then 100 whenever it is looked at
+    async with tree.session() as actor:
+        monkeypatch.setattr(actor._contention, "factor", lambda: next(factors, 100.0))
+        LoopClock(monkeypatch, after=5, offset=1.0)
+        cut = await index(actor, tree.stat(*tree.all()))
+        monkeypatch.undo()
+        rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
+    assert read_paths(cut) == [name(i) for i in range(5)]
+    assert read_paths(rest) == [name(i) for i in range(5, N)]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    return Tree(tmp_path, files())
