@@ -27,6 +27,7 @@ from nodwyn_retrieval.actors._work import (
     analyze_blob,
     analyze_packed,
     chunk_lines,
+    cpu_count,
     cpu_seconds,
     load_factor,
     load_snapshot,
@@ -94,10 +95,10 @@ POST_SECONDS_PER_BYTE = 1.25e-7
 BUILD_POST_SECONDS_PER_BYTE = 4e-8
 # Once the batches added to a first build hold this many postings, its finish is priced from
 # their own cost instead: TreeBuilder.add's CPU time a byte analysed, times FINISH_PER_ADD (the
-# finish's CPU a posting over add's, measured at 0.81 on sympy and 0.89 to 1.21 on the git corpus,
+# finish's CPU a posting over add's, measured at 0.81 on sympy and 0.74 to 1.21 on the git corpus,
 # taken larger: the finish's sort grows a little faster than its postings), the slowdown and MARGIN.
 MIN_MEASURED_PAIRS = 100_000
-FINISH_PER_ADD = 1.5
+FINISH_PER_ADD = 1.25
 # And this much whatever was read (storing, the manifest's save), on an idle core.
 POST_FIXED_SECONDS = 0.3
 # Rebuilding the delta (TreeIndex.apply builds it again from every changed file) costs about this
@@ -587,6 +588,12 @@ class IndexerActor(Actor):
         # (At most the post share of a bound much shorter than §5's, as a test sets.)
         hard -= post + min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
 
+        unread = sum(st.size for st in stats)  # bytes of the files not reached yet (as listed)
+        use_pool = self.pool is not None and unread >= POOL_MIN_BYTES
+        shares = 2 * (self.pool.max_workers if self.pool is not None else 1)
+        # A first build's finish runs once the workers are idle: its slowdown is the one measured
+        # without the share of the cores they took meanwhile.
+        own = shares / 2 / cpu_count() if use_pool and builder is not None else 0.0
         measured = [load, loop.time()]
 
         def slowdown() -> float:
@@ -601,16 +608,13 @@ class IndexerActor(Actor):
             rate = per_byte
             if builder is not None and builder.n_pairs >= MIN_MEASURED_PAIRS and analysed > 0:
                 rate = FINISH_PER_ADD * builder.cpu / analysed  # measured here, on this machine
-            return rate * slowdown() * MARGIN
+            return rate * max(1.0, slowdown() - own) * MARGIN
 
         def may_start() -> bool:
             now = loop.time()
             return now < deadline and now + read_bytes * post_per_byte() < hard
 
         chunks_dir = str(self.store.directory)
-        unread = sum(st.size for st in stats)  # bytes of the files not reached yet (as listed)
-        use_pool = self.pool is not None and unread >= POOL_MIN_BYTES
-        shares = 2 * (self.pool.max_workers if self.pool is not None else 1)
         done: dict[int, tuple[FileStat, Analyzed, bytes]] = {}
         batch: list[tuple[int, FileStat, bytes]] = []
         batch_bytes = 0

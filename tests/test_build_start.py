@@ -186,17 +186,25 @@ async def test_the_last_batches_are_smaller_and_every_file_is_indexed(
 
 
 async def _two_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finish_per_add: float
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    finish_per_add: float,
+    *,
+    per_byte: float = 1e-12,
+    factor: float = 1.0,
+    cores: int = 2,
 ) -> tuple[list[str], list[str]]:
     """Two files, a batch each; the second is let go to its worker once the first is back. The
     constant cost a byte is so low that it would let both be read: only what the build measured
-    of its first batch (times finish_per_add) can stop the second."""
+    of its first batch (times finish_per_add) can stop the second. (With finish_per_add 0, the
+    constant ``per_byte`` alone, on ``cores`` cores, at a slowdown of ``factor``.)"""
     tree = Tree(tmp_path, files(2))
     monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
     monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1e-12)
-    monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", 1)
+    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", per_byte)
+    monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", 1 if finish_per_add else 1 << 40)
     monkeypatch.setattr(indexer, "FINISH_PER_ADD", finish_per_add)
+    monkeypatch.setattr(indexer, "cpu_count", lambda: cores)
     pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     real_run = pool.run
     let_go = asyncio.Event()
@@ -212,7 +220,7 @@ async def _two_batches(
     monkeypatch.setattr(pool, "run", run)
     try:
         async with tree.session() as actor:
-            slowdown(monkeypatch, actor, 1.0)
+            slowdown(monkeypatch, actor, factor)
             cut = await index(actor, tree.stat(*tree.all()))
             monkeypatch.undo()
             rest = await index(actor, tree.stat(*(p for p in tree.all() if p not in keys(cut))))
@@ -236,6 +244,21 @@ async def test_a_first_builds_measured_cost_lets_both_batches_in_when_it_is_smal
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert await _two_batches(tmp_path, monkeypatch, 1e-3) == ([name(0), name(1)], [])
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("cores", "cut"), [(1, False), (2, True)])
+async def test_a_first_builds_finish_is_priced_without_the_cores_its_own_workers_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, cut: bool
+) -> None:
+    """The first file's bytes priced at 40 s at a slowdown of 1 (with the margin): measured at 2
+    while the one worker ran, the finish's slowdown is 2 less that worker's share of the cores,
+    1 on one core (40 s: the second batch is waited for) and 1.5 on two (60 s: it is not)."""
+    size = len(body(0).encode())
+    got = await _two_batches(
+        tmp_path, monkeypatch, 0.0, per_byte=40.0 / (size * 1.5), factor=2.0, cores=cores
+    )
+    assert got == (([name(0)], [name(1)]) if cut else ([name(0), name(1)], []))
 
 
 @pytest.mark.asyncio
