@@ -17,11 +17,12 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodwyn_retrieval.errors import FormatError, StoreError
+from nodwyn_retrieval.bus._worker import past_deadline
+from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.chunks import split_lines
@@ -110,8 +111,17 @@ def analyze_blob(
 
 
 def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
-    """:func:`analyze_blob` for each (path, bytes), storing new records: a worker's unit of work."""
-    return [analyze_blob(p, d, chunks_dir, store=True) for p, d in items]
+    """:func:`analyze_blob` for each (path, bytes), storing new records: a worker's unit of work.
+    Past the work's deadline it stops between files (DeadlineExceeded; what it stored stays)."""
+    return [analyze_blob(p, d, chunks_dir, store=True) for p, d in _in_time(items)]
+
+
+def _in_time(items: list[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+    """items, one at a time while the work running in this worker is not past its deadline."""
+    for item in items:
+        if past_deadline():
+            raise DeadlineExceeded("a batch stopped at its deadline: its caller no longer waits")
+        yield item
 
 
 def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[list[Analyzed], Pairs]:
@@ -125,7 +135,7 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
     store = ChunkStore(Path(chunks_dir))
     out: list[Analyzed] = []
     recs: list[tuple[str, FileRecord]] = []
-    for path, data in items:
+    for path, data in _in_time(items):
         a = analyze_blob(path, data, chunks_dir, store=True)
         rec = a.record
         if a.skip is None and rec is None:

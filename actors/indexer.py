@@ -624,30 +624,28 @@ class IndexerActor(Actor):
 
         pool = self.pool
 
-        async def analyse_batch(items: list[tuple[int, FileStat, bytes]]) -> None:
+        async def analyse_batch(items: list[tuple[int, FileStat, bytes]], until: float) -> None:
             try:
-                await analyse_sent(items)
+                await analyse_sent(items, until)
             finally:
                 nonlocal queued
                 queued -= sum(len(data) for _, _, data in items)
                 back.set()
 
-        async def analyse_sent(items: list[tuple[int, FileStat, bytes]]) -> None:
+        async def analyse_sent(items: list[tuple[int, FileStat, bytes]], until: float) -> None:
             if pool is None:  # pragma: no cover - batches are made only when there is a pool
                 return
             blobs = [(st.path, data) for _, st, data in items]
             try:
                 if builder is not None:
-                    res, pairs = await pool.run(
-                        analyze_packed, blobs, chunks_dir, deadline=deadline
-                    )
+                    res, pairs = await pool.run(analyze_packed, blobs, chunks_dir, deadline=until)
                     builder.add(
                         [(i, st.path, a.key) for (i, st, _), a in zip(items, res, strict=True)
                          if a.packed],
                         pairs,
                     )  # fmt: skip
                 else:
-                    res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
+                    res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=until)
             except DeadlineExceeded:
                 return  # not analysed in time: not read, for this refresh
             except WorkerError as e:
@@ -666,7 +664,11 @@ class IndexerActor(Actor):
             nonlocal batch, batch_bytes
             if batch:
                 batch.sort(key=lambda item: item[0])  # in path order: see TreeBuilder.add
-                pool_tasks.append(asyncio.create_task(analyse_batch(batch)))
+                # The call waits for this batch only while those before it fit in what follows
+                # the reads (below): past that its worker stops, between two files, rather than
+                # take a core from the work after the reads.
+                until = min(deadline, hard - (analysed + queued - batch_bytes) * post_per_byte())
+                pool_tasks.append(asyncio.create_task(analyse_batch(batch, until)))
                 batch, batch_bytes = [], 0
 
         reading: set[asyncio.Task[None]] = set()

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.actors._work import analyze_batch, analyze_packed
 from nodwyn_retrieval.actors.indexer import IndexerActor, listed_files
 from nodwyn_retrieval.bus import ProcessPool
+from nodwyn_retrieval.bus.pool import _call
+from nodwyn_retrieval.errors import DeadlineExceeded
 
 from tests import _pool_workers as w
 from tests.support import make_repo
@@ -369,3 +374,70 @@ async def test_a_slowdown_that_grows_while_the_reads_go_on_stops_them(
 @pytest.fixture
 def tree(tmp_path: Path) -> Tree:
     return Tree(tmp_path, files())
+
+
+# -- a batch the call no longer waits for stops in its worker --------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_work_that_looks_at_its_deadline_stops_there_and_frees_its_worker() -> None:
+    async with ProcessPool(max_workers=1) as pool:
+        await pool.start()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(DeadlineExceeded):
+            await pool.run(w.steps_until_deadline, 60.0, deadline=t0 + 0.5)
+        # The same worker takes the next work once the first stopped, not after its 60 s.
+        assert await pool.run(w.worker_pid) == pool.pids[0]
+        assert loop.time() - t0 < 20.0
+        assert await pool.run(w.steps_until_deadline, 0.05) > 0  # no deadline: runs to its end
+
+
+def test_a_batch_past_its_deadline_stops_between_files_and_keeps_what_it_stored(
+    tmp_path: Path,
+) -> None:
+    items = [(f"f{i}.py", body(i % N, f"v{i}").encode()) for i in range(3000)]
+    chunks = tmp_path / "chunks"
+    for fn in (analyze_batch, analyze_packed):
+        with pytest.raises(DeadlineExceeded, match="stopped at its deadline"):
+            _call(fn, (items, str(chunks)), time.monotonic() + 0.2)
+        stored = sum(1 for p in chunks.rglob("*") if p.is_file())
+        assert 0 < stored < len(items)
+        shutil.rmtree(chunks)
+    # Without a deadline (in the session's own process) every file is analysed.
+    assert len(analyze_batch(items[:50], str(chunks))) == 50
+
+
+@pytest.mark.asyncio
+async def test_each_batch_is_given_the_time_past_which_the_call_would_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files, a batch each, each priced at 20 s after the reads. Of the 60 s, the reads have
+    51 and what follows them keeps 0.3 s: the first batch, with nothing before it, is given the
+    reads' 51 s; the second, with the first before it, until 59.7 - 20 s."""
+    tree = Tree(tmp_path, files(2))
+    size = len(body(0).encode())
+    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
+    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
+    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 20.0 / (size * 1.5))
+    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_run = pool.run
+    given: list[float] = []
+
+    async def run(fn: Any, blobs: Any, *args: Any, deadline: float, **kw: Any) -> Any:
+        given.append(deadline)
+        return await real_run(fn, blobs, *args, deadline=deadline, **kw)
+
+    monkeypatch.setattr(pool, "run", run)
+    try:
+        async with tree.session() as actor:
+            slowdown(monkeypatch, actor, 1.0)
+            t0 = asyncio.get_running_loop().time()
+            done = await index(actor, tree.stat(*tree.all()))
+    finally:
+        await pool.close()
+    assert read_paths(done) == tree.all()
+    first, second = given
+    assert first - t0 == pytest.approx(51.0, abs=0.5)
+    assert second - t0 == pytest.approx(39.7, abs=0.5)
