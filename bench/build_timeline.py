@@ -117,8 +117,9 @@ def instrument() -> None:
         try:
             return real_finish(self)
         finally:
+            pairs, adds = getattr(self, "n_pairs", 0), getattr(self, "cpu", float("nan"))
             ev(f"TreeBuilder.finish ends ({time.thread_time() - c:.3f} s CPU, "
-               f"{self.n_pairs:,} postings; the adds before it {self.cpu:.3f} s CPU)")  # fmt: skip
+               f"{pairs:,} postings; the adds before it {adds:.3f} s CPU)")  # fmt: skip
 
     treemod.TreeBuilder.finish = finish  # type: ignore[method-assign]
     real_add = treemod.TreeBuilder.add
