@@ -206,6 +206,7 @@ async def _two_batches(
     tree = Tree(tmp_path, files(2))
     monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
     monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
+    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)  # the first file's batch sent first
     monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", per_byte)
     monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", 1 if finish_per_add else 1 << 40)
     monkeypatch.setattr(indexer, "FINISH_PER_ADD", finish_per_add)
