@@ -7,10 +7,12 @@ Real worker processes and real repositories throughout (tests/support.py ``make_
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import subprocess
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,9 @@ from nodwyn_retrieval.actors.indexer import IndexerActor, listed_files
 from nodwyn_retrieval.bus import ProcessPool
 from nodwyn_retrieval.bus.pool import _call
 from nodwyn_retrieval.errors import DeadlineExceeded
+from nodwyn_retrieval.retrieval import tree as treemod
+from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval.tree import TreeBuilder, pairs_of
 
 from tests import _pool_workers as w
 from tests.support import make_repo
@@ -198,6 +203,7 @@ async def _two_batches(
     per_byte: float = 1e-12,
     factor: float = 1.0,
     cores: int = 2,
+    add_cpu: float | None = None,
 ) -> tuple[list[str], list[str]]:
     """Two files, a batch each; the second is let go to its worker once the first is back. The
     constant cost a byte is so low that it would let both be read: only what the build measured
@@ -211,6 +217,9 @@ async def _two_batches(
     monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", 1 if finish_per_add else 1 << 40)
     monkeypatch.setattr(indexer, "FINISH_PER_ADD", finish_per_add)
     monkeypatch.setattr(indexer, "cpu_count", lambda: cores)
+    if add_cpu is not None:  # each add of the builder takes add_cpu seconds of CPU, exactly
+        ticks = itertools.count(step=add_cpu)
+        monkeypatch.setattr(treemod, "time", types.SimpleNamespace(thread_time=lambda: next(ticks)))
     pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     real_run = pool.run
     let_go = asyncio.Event()
@@ -253,6 +262,18 @@ async def test_a_first_builds_measured_cost_lets_both_batches_in_when_it_is_smal
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(("finish_per_add", "cut"), [(30.0, False), (50.0, True)])
+async def test_a_first_builds_finish_is_priced_at_its_adds_cpu_times_the_ratio_and_the_margin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finish_per_add: float, cut: bool
+) -> None:
+    """The first batch's add took 1 s of CPU for its bytes, so the finish of what was analysed
+    is priced at 1 s x the ratio x the margin 1.5 (slowdown 1): 45 s fits in the 59.7 s and the
+    second batch is waited for, 75 s does not."""
+    got = await _two_batches(tmp_path, monkeypatch, finish_per_add, add_cpu=1.0)
+    assert got == (([name(0)], [name(1)]) if cut else ([name(0), name(1)], []))
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(("cores", "cut"), [(1, False), (2, True)])
 async def test_a_first_builds_finish_is_priced_without_the_cores_its_own_workers_took(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, cut: bool
@@ -291,6 +312,24 @@ async def test_the_builder_says_what_its_adds_cost_and_how_many_postings_they_ad
     assert cpu > 0.0
     assert docs == 3
     assert pairs >= postings > 0  # repeated (document, word) pairs are summed by the finish
+
+
+def test_the_builders_cpu_is_its_adds_own_and_its_postings_those_they_added() -> None:
+    texts = [f"def {w}_{i}(x):\n    return x + {i}\n" * (i + 1) for i, w in enumerate(WORDS)]
+    recs = [(name(i), analyze(t)) for i, t in enumerate(texts)]
+    builder = TreeBuilder()
+    spent = 0.0
+    added = 0
+    for a in range(0, len(recs), 10):
+        piece = recs[a : a + 10]
+        pairs = pairs_of(piece)
+        t = time.thread_time()
+        builder.add([(a + j, p, f"k{a + j}") for j, (p, _) in enumerate(piece)], pairs)
+        spent += time.thread_time() - t
+        added += len(pairs.doc)
+        assert builder.n_pairs == added
+    assert 0.0 < builder.cpu <= spent
+    assert builder.n_pairs >= builder.finish().segment.n_postings
 
 
 # -- the reads ahead of the pool, and the slowdown looked at as they go ---------------------------
