@@ -7,6 +7,7 @@ Real worker processes and real repositories throughout (tests/support.py ``make_
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import os
 import shutil
@@ -27,7 +28,6 @@ from nodwyn_retrieval.retrieval import tree as treemod
 from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, pairs_of
 
-from tests import _pool_workers as w
 from tests.support import make_repo
 from tests.test_indexer_edges import (
     WORDS,
@@ -43,6 +43,10 @@ from tests.test_indexer_edges import (
     slowdown,
 )
 from tests.test_indexer_estimates import LoopClock
+
+# Through sys.modules, not the package's attribute: a run that reloads the tests' modules (the
+# mutation runner) pickles the workers' functions by their module's name.
+w = importlib.import_module("tests._pool_workers")
 
 # -- the pool's start before any work ---------------------------------------------------------
 
