@@ -191,6 +191,10 @@ async def test_the_last_batches_are_smaller_and_every_file_is_indexed(
     assert sizes == sorted(sizes, reverse=True)
     assert sizes[0] == 8
     assert sizes[-1] == 1
+    # Each holds at most a quarter of the files still to read once it is sent (two workers), and
+    # the one that reached it: 8, 6, 5, 4, 3, ... rather than 8, 8, 8, 8 and a tail.
+    left = [len(tree.all()) - sum(sizes[: k + 1]) for k in range(len(sizes))]
+    assert all(n <= 1 + rest / 4 for n, rest in zip(sizes[1:], left[1:], strict=True))
     assert sorted(p for b in sent for p in b) == tree.all()
     assert read_paths(done) == tree.all()
     assert hits == [[name(i)] for i in range(0, 40, 7)]
@@ -208,6 +212,7 @@ async def _two_batches(
     factor: float = 1.0,
     cores: int = 2,
     add_cpu: float | None = None,
+    min_pairs: int = 1,
 ) -> tuple[list[str], list[str]]:
     """Two files, a batch each; the second is let go to its worker once the first is back. The
     constant cost a byte is so low that it would let both be read: only what the build measured
@@ -218,7 +223,7 @@ async def _two_batches(
     monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
     monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)  # the first file's batch sent first
     monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", per_byte)
-    monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", 1 if finish_per_add else 1 << 40)
+    monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", min_pairs if finish_per_add else 1 << 40)
     monkeypatch.setattr(indexer, "FINISH_PER_ADD", finish_per_add)
     monkeypatch.setattr(indexer, "cpu_count", lambda: cores)
     if add_cpu is not None:  # each add of the builder takes add_cpu seconds of CPU, exactly
@@ -273,7 +278,9 @@ async def test_a_first_builds_finish_is_priced_at_its_adds_cpu_times_the_ratio_a
     """The first batch's add took 1 s of CPU for its bytes, so the finish of what was analysed
     is priced at 1 s x the ratio x the margin 1.5 (slowdown 1): 45 s fits in the 59.7 s and the
     second batch is waited for, 75 s does not."""
-    got = await _two_batches(tmp_path, monkeypatch, finish_per_add, add_cpu=1.0)
+    # The first batch's postings are just enough for its own cost to be used.
+    first = len(pairs_of([(name(0), analyze(body(0)))]).doc)
+    got = await _two_batches(tmp_path, monkeypatch, finish_per_add, add_cpu=1.0, min_pairs=first)
     assert got == (([name(0)], [name(1)]) if cut else ([name(0), name(1)], []))
 
 
