@@ -271,16 +271,16 @@ async def test_a_first_builds_measured_cost_lets_both_batches_in_when_it_is_smal
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("finish_per_add", "cut"), [(30.0, False), (50.0, True)])
+@pytest.mark.parametrize(("finish_per_add", "cut"), [(15.0, False), (25.0, True)])
 async def test_a_first_builds_finish_is_priced_at_its_adds_cpu_times_the_ratio_and_the_margin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, finish_per_add: float, cut: bool
 ) -> None:
-    """The first batch's add took 1 s of CPU for its bytes, so the finish of what was analysed
-    is priced at 1 s x the ratio x the margin 1.5 (slowdown 1): 45 s fits in the 59.7 s and the
+    """The first batch's add took 2 s of CPU for its bytes, so the finish of what was analysed
+    is priced at 2 s x the ratio x the margin 1.5 (slowdown 1): 45 s fits in the 59.7 s and the
     second batch is waited for, 75 s does not."""
     # The first batch's postings are just enough for its own cost to be used.
     first = len(pairs_of([(name(0), analyze(body(0)))]).doc)
-    got = await _two_batches(tmp_path, monkeypatch, finish_per_add, add_cpu=1.0, min_pairs=first)
+    got = await _two_batches(tmp_path, monkeypatch, finish_per_add, add_cpu=2.0, min_pairs=first)
     assert got == (([name(0)], [name(1)]) if cut else ([name(0), name(1)], []))
 
 
