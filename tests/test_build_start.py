@@ -115,7 +115,7 @@ def test_the_git_index_says_how_many_files_it_lists(tmp_path: Path) -> None:
     (odd / ".git").mkdir(parents=True)
     (odd / ".git" / "index").write_bytes(b"XXXX\x00\x00\x00\x02\x00\x00\x00\x09")
     assert listed_files(odd) == 0
-    (odd / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02\x00\x00")  # cut short
+    (odd / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02\x00\x01\x07")  # cut short
     assert listed_files(odd) == 0
     (odd / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02\x00\x00\x01\x02")
     assert listed_files(odd) == 258
