@@ -17,11 +17,12 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodwyn_retrieval.errors import FormatError, StoreError
+from nodwyn_retrieval.bus._worker import past_deadline
+from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.chunks import split_lines
@@ -111,9 +112,25 @@ def analyze_blob(
 
 def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> list[Analyzed]:
     """:func:`analyze_blob` for each (path, bytes), storing the new records in one pack: a
-    worker's unit of work."""
-    out = [analyze_blob(p, d, chunks_dir) for p, d in items]
+    worker's unit of work. Past the work's deadline it stops between files (DeadlineExceeded),
+    the records of the files done stored first."""
+    out: list[Analyzed] = []
+    try:
+        for p, d in _in_time(items):
+            out.append(analyze_blob(p, d, chunks_dir))
+    except DeadlineExceeded:
+        if chunks_dir is not None:
+            _put_all(ChunkStore(Path(chunks_dir)), out)
+        raise
     return _put_all(ChunkStore(Path(chunks_dir)), out) if chunks_dir is not None else out
+
+
+def _in_time(items: list[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+    """items, one at a time while the work running in this worker is not past its deadline."""
+    for item in items:
+        if past_deadline():
+            raise DeadlineExceeded("a batch stopped at its deadline: its caller no longer waits")
+        yield item
 
 
 def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[list[Analyzed], Pairs]:
@@ -127,20 +144,12 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
     store = ChunkStore(Path(chunks_dir))
     made: list[Analyzed] = []
     held: dict[int, FileRecord] = {}  # records the store held, read here
-    for path, data in items:
-        a = analyze_blob(path, data, chunks_dir)
-        if a.skip is None and a.record is None:
-            rec: FileRecord | None
-            try:
-                store.touch(a.key)
-                rec = store.get(a.key)
-            except StoreError:
-                rec = None
-            if rec is None:  # gone or damaged since it was looked for: made again
-                a = analyze_blob(path, data, None)
-            else:
-                held[len(made)] = rec
-        made.append(a)
+    try:
+        for path, data in _in_time(items):
+            made.append(_made(store, path, data, chunks_dir, held=held, n=len(made)))
+    except DeadlineExceeded:
+        _put_all(store, made)  # what was made is kept for the next call
+        raise
     out: list[Analyzed] = []
     recs: list[tuple[str, FileRecord]] = []
     for n, a in enumerate(_put_all(store, made)):
@@ -156,6 +165,32 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
                      packed=True)
         )  # fmt: skip
     return out, pairs_of(recs)
+
+
+def _made(
+    store: ChunkStore,
+    path: str,
+    data: bytes,
+    chunks_dir: str,
+    *,
+    held: dict[int, FileRecord],
+    n: int,
+) -> Analyzed:
+    """The n-th file of a packed batch analysed, or its record read from the store (touched
+    first, and put in held at n); a record gone or damaged since it was looked for is made
+    again."""
+    a = analyze_blob(path, data, chunks_dir)
+    if a.skip is None and a.record is None:
+        rec: FileRecord | None
+        try:
+            store.touch(a.key)
+            rec = store.get(a.key)
+        except StoreError:
+            rec = None
+        if rec is None:  # gone or damaged since it was looked for: made again
+            return analyze_blob(path, data, None)
+        held[n] = rec
+    return a
 
 
 def _put(store: ChunkStore, a: Analyzed, rec: FileRecord) -> Analyzed:

@@ -27,6 +27,7 @@ from nodwyn_retrieval.actors._work import (
     analyze_blob,
     analyze_packed,
     chunk_lines,
+    cpu_count,
     cpu_seconds,
     load_factor,
     load_snapshot,
@@ -70,6 +71,14 @@ log = logging.getLogger("nodwyn_retrieval.actors.indexer")
 # workers costs more than it saves (docs/benchmarks.md, "the pool threshold").
 POOL_MIN_BYTES = 2 << 20
 BATCH_BYTES = 1 << 20  # one unit of work sent to a worker
+# The last batches are smaller: a worker that has taken the last batch is the one still working
+# after the others are done, so near the end a batch holds at most a share of what is left to
+# send (each worker about two more), down to this size.
+MIN_BATCH_BYTES = 128 << 10
+# The reads are this far ahead of the pool at most (bytes sent to it and not back yet): enough
+# to keep every worker busy, and no more held in memory, and no file read whose analysis the
+# bound will not wait for. Where reads stop is decided with what the batches back have measured.
+READ_AHEAD_BYTES = 8 << 20
 # The share of a refresh's time kept for what follows the reads (storing, merging, snapshot).
 POST_SHARE = 0.15
 # What follows the reads costs about this much per byte read on a core of its own (merging a
@@ -79,10 +88,17 @@ POST_SHARE = 0.15
 # time this process's threads waited for a CPU against the time they ran), not by the load.
 POST_SECONDS_PER_BYTE = 1.25e-7
 # A first build (an empty index, built as the batches arrive) leaves less after the reads: the sort
-# and merge of the postings' runs (TreeBuilder.finish) and the snapshot. Measured on the git corpus
-# (a first build cut at 2,701 files, about 26 MB): 3.0 s and 0.8 s at a slowdown of 7.8, so about
-# 1.9e-8 s a byte per unit of slowdown; taken twice that, MARGIN on top.
+# and merge of the postings' runs (TreeBuilder.finish); the snapshot is waited for only when it
+# fits (_settle). Until this process has measured its own speed at that work, about 1.9e-8 s a byte
+# per unit of slowdown (the git corpus, a first build cut at 2,701 files: 3.0 s and 0.8 s at a
+# slowdown of 7.8), taken twice that, MARGIN on top.
 BUILD_POST_SECONDS_PER_BYTE = 4e-8
+# Once the batches added to a first build hold this many postings, its finish is priced from
+# their own cost instead: TreeBuilder.add's CPU time a byte analysed, times FINISH_PER_ADD (the
+# finish's CPU a posting over add's, measured at 0.81 on sympy and 0.74 to 1.21 on the git corpus,
+# taken larger: the finish's sort grows a little faster than its postings), the slowdown and MARGIN.
+MIN_MEASURED_PAIRS = 100_000
+FINISH_PER_ADD = 1.25
 # And this much whatever was read (storing, the manifest's save), on an idle core.
 POST_FIXED_SECONDS = 0.3
 # Rebuilding the delta (TreeIndex.apply builds it again from every changed file) costs about this
@@ -99,6 +115,11 @@ MARGIN = 1.5
 # What a call keeps, on an idle core, between the end of its waits and its deadline.
 SETTLE_MARGIN = 0.05
 READ_CONCURRENCY = 16
+# A tree with no snapshot whose git index lists this many files or more is read in the pool at
+# its first refresh: the pool's workers are started as the session opens, so that their start
+# (the interpreter and numpy, a few tenths of a second of the first build's critical path) is
+# made while the refresher lists the tree. A smaller tree starts them only when it needs them.
+EARLY_POOL_FILES = 1_000
 
 
 class IndexerActor(Actor):
@@ -139,6 +160,7 @@ class IndexerActor(Actor):
         self._snapshot_error: str | None = None  # a write that failed after its call answered
         # What the first search of a loaded index would compute, made in a thread meanwhile.
         self._warming: asyncio.Task[None] | None = None
+        self._early: asyncio.Future[None] | None = None  # the pool's workers started at the open
 
     def __repr__(self) -> str:
         return f"<IndexerActor root={str(self.root)!r} {self.tree!r}>"
@@ -147,6 +169,18 @@ class IndexerActor(Actor):
         # Not awaited: the session opens and the refresher lists the tree while the snapshot is
         # read and warmed; every message waits for it.
         self._warming = asyncio.ensure_future(self._load())
+        if self.pool is not None:
+            self._early = asyncio.ensure_future(self._start_pool(self.pool))
+
+    async def _start_pool(self, pool: ProcessPool) -> None:
+        """Start the pool's workers now when the tree is to be built and is big."""
+        if await asyncio.to_thread(self._build_ahead):
+            await pool.start()
+
+    def _build_ahead(self) -> bool:
+        """Whether this tree has never been indexed here (no snapshot) and git lists enough files
+        that its first refresh will read in the pool."""
+        return not self.snapshot_path.exists() and listed_files(self.root) >= EARLY_POOL_FILES
 
     async def _load(self) -> None:
         base, dropped = await asyncio.to_thread(read_snapshot, self.snapshot_path)
@@ -160,6 +194,9 @@ class IndexerActor(Actor):
         # What this session read is kept for the next one, even when no call had time to save
         # it: a merge still running is waited for (its thread cannot be stopped) and its base
         # written as the snapshot.
+        if self._early is not None:
+            with contextlib.suppress(Exception):
+                await self._early
         if self._warming is not None:
             with contextlib.suppress(Exception):
                 await self._warming
@@ -548,39 +585,67 @@ class IndexerActor(Actor):
         # under load), as measured while this call runs.
         load = self._contention.factor()
         per_byte = POST_SECONDS_PER_BYTE if builder is None else BUILD_POST_SECONDS_PER_BYTE
-        post_per_byte = per_byte * load * MARGIN
         # (At most the post share of a bound much shorter than §5's, as a test sets.)
         hard -= post + min(POST_FIXED_SECONDS * load, (hard - loop.time()) * POST_SHARE)
 
+        unread = sum(st.size for st in stats)  # bytes of the files not reached yet (as listed)
+        use_pool = self.pool is not None and unread >= POOL_MIN_BYTES
+        shares = 2 * (self.pool.max_workers if self.pool is not None else 1)
+        # A first build's finish runs once the workers are idle: its slowdown is the one measured
+        # without the share of the cores they took meanwhile.
+        own = shares / 2 / cpu_count() if use_pool and builder is not None else 0.0
+        measured = [load, loop.time()]
+
+        def slowdown() -> float:
+            """The slowdown measured since the call began, looked at every quarter second."""
+            now = loop.time()
+            if now - measured[1] >= 0.25:
+                measured[:] = [self._contention.factor(), now]
+            return measured[0]
+
+        def post_per_byte() -> float:
+            """What the work after the reads is estimated to cost a byte read, now."""
+            rate = per_byte
+            if builder is not None and builder.n_pairs >= MIN_MEASURED_PAIRS and analysed > 0:
+                rate = FINISH_PER_ADD * builder.cpu / analysed  # measured here, on this machine
+            return rate * max(1.0, slowdown() - own) * MARGIN
+
         def may_start() -> bool:
             now = loop.time()
-            return now < deadline and now + read_bytes * post_per_byte < hard
+            return now < deadline and now + read_bytes * post_per_byte() < hard
 
         chunks_dir = str(self.store.directory)
-        use_pool = self.pool is not None and sum(st.size for st in stats) >= POOL_MIN_BYTES
         done: dict[int, tuple[FileStat, Analyzed, bytes]] = {}
         batch: list[tuple[int, FileStat, bytes]] = []
         batch_bytes = 0
         pool_tasks: list[asyncio.Task[None]] = []
+        queued = 0  # bytes in the batch being made, or sent to the pool and not back
+        back = asyncio.Event()  # set as each batch comes back
 
         pool = self.pool
 
-        async def analyse_batch(items: list[tuple[int, FileStat, bytes]]) -> None:
+        async def analyse_batch(items: list[tuple[int, FileStat, bytes]], until: float) -> None:
+            try:
+                await analyse_sent(items, until)
+            finally:
+                nonlocal queued
+                queued -= sum(len(data) for _, _, data in items)
+                back.set()
+
+        async def analyse_sent(items: list[tuple[int, FileStat, bytes]], until: float) -> None:
             if pool is None:  # pragma: no cover - batches are made only when there is a pool
                 return
             blobs = [(st.path, data) for _, st, data in items]
             try:
                 if builder is not None:
-                    res, pairs = await pool.run(
-                        analyze_packed, blobs, chunks_dir, deadline=deadline
-                    )
+                    res, pairs = await pool.run(analyze_packed, blobs, chunks_dir, deadline=until)
                     builder.add(
                         [(i, st.path, a.key) for (i, st, _), a in zip(items, res, strict=True)
                          if a.packed],
                         pairs,
                     )  # fmt: skip
                 else:
-                    res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=deadline)
+                    res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=until)
             except DeadlineExceeded:
                 return  # not analysed in time: not read, for this refresh
             except WorkerError as e:
@@ -599,13 +664,18 @@ class IndexerActor(Actor):
             nonlocal batch, batch_bytes
             if batch:
                 batch.sort(key=lambda item: item[0])  # in path order: see TreeBuilder.add
-                pool_tasks.append(asyncio.create_task(analyse_batch(batch)))
+                # The call waits for this batch only while those before it fit in what follows
+                # the reads (below): past that its worker stops, between two files, rather than
+                # take a core from the work after the reads.
+                until = min(deadline, hard - (analysed + queued - batch_bytes) * post_per_byte())
+                pool_tasks.append(asyncio.create_task(analyse_batch(batch, until)))
                 batch, batch_bytes = [], 0
 
         reading: set[asyncio.Task[None]] = set()
 
         async def one(i: int, st: FileStat) -> None:
-            nonlocal batch_bytes, read_bytes, analysed
+            nonlocal batch_bytes, read_bytes, analysed, unread, queued
+            unread -= st.size
             decision = await self.read_guard.check_read(st.path, st.size)
             if not decision.allowed:
                 skip = "unasked" if decision.verdict == Verdict.CONFIRM else "refused"
@@ -632,7 +702,8 @@ class IndexerActor(Actor):
             elif use_pool:
                 batch.append((i, st, data))
                 batch_bytes += len(data)
-                if batch_bytes >= BATCH_BYTES:
+                queued += len(data)
+                if batch_bytes >= min(BATCH_BYTES, max(MIN_BATCH_BYTES, unread // shares)):
                     flush()
             elif loop.time() < deadline:
                 done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
@@ -654,6 +725,10 @@ class IndexerActor(Actor):
 
         async def reader() -> None:
             for i, st in todo:
+                while queued > READ_AHEAD_BYTES and loop.time() < deadline:
+                    back.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(back.wait(), deadline - loop.time())
                 if not may_start():
                     return
                 await one(i, st)
@@ -667,11 +742,14 @@ class IndexerActor(Actor):
                     t.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
             flush()
+            log.debug("reads: %d bytes, %.2f s before the deadline; %.3g s a byte after them "
+                      "(slowdown %.2f)", read_bytes, hard - loop.time(), post_per_byte(),
+                      slowdown())  # fmt: skip
             # Wait for the pool while what it returns can still be stored and merged in time:
             # each batch analysed makes the work after the reads longer.
             pending: set[asyncio.Task[None]] = set(pool_tasks)
             while pending:
-                left = min(deadline, hard - analysed * post_per_byte) - loop.time()
+                left = min(deadline, hard - analysed * post_per_byte()) - loop.time()
                 if left <= 0:
                     break
                 _, pending = await asyncio.wait(
@@ -814,6 +892,25 @@ def _built(builder: TreeBuilder) -> TreeIndex:
     tree = TreeIndex(builder.finish())
     tree.warm()
     return tree
+
+
+def listed_files(root: Path) -> int:
+    """How many files the git index of the repository whose top is root lists, from its header
+    (0 when there is none, or it cannot be read)."""
+    git = root / ".git"
+    try:
+        if git.is_file():  # a worktree's or a submodule's: "gitdir: <path>"
+            line = git.read_text(encoding="utf-8").strip()
+            if not line.startswith("gitdir:"):
+                return 0
+            git = root / line[len("gitdir:") :].strip()
+        with open(git / "index", "rb") as f:
+            head = f.read(12)
+    except (OSError, UnicodeDecodeError):
+        return 0
+    if len(head) < 12 or head[:4] != b"DIRC":
+        return 0
+    return int.from_bytes(head[8:12], "big")
 
 
 def _size(tree: Beneath, rel: str) -> int:

@@ -31,6 +31,10 @@ Ts = TypeVarTuple("Ts")
 
 HEADER = 8
 
+# The deadline of the work running in this process (time.monotonic), for work that looks at it
+# between its steps (past_deadline); None when there is none or no work is running.
+_running: list[float | None] = [None]
+
 
 def _name(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or repr(fn)
@@ -43,6 +47,7 @@ def _call(fn: Callable[[*Ts], T], args: tuple[*Ts], not_after: float | None) -> 
     """
     if not_after is not None and time.monotonic() >= not_after:
         raise DeadlineExceeded(f"{_name(fn)} was not started before its deadline")
+    _running[0] = not_after
     try:
         return fn(*args)
     except RetrievalError:
@@ -51,6 +56,16 @@ def _call(fn: Callable[[*Ts], T], args: tuple[*Ts], not_after: float | None) -> 
         # Any exception may fail to pickle or to unpickle, and a SystemExit must not end the
         # worker: only the type and the text cross back.
         raise WorkerError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        _running[0] = None
+
+
+def past_deadline() -> bool:
+    """Whether the work running here (through :func:`_call`) is past its deadline: work made of
+    many steps looks between them and stops (raising DeadlineExceeded), since its caller no
+    longer waits for what it would return."""
+    not_after = _running[0]
+    return not_after is not None and time.monotonic() >= not_after
 
 
 def read_frame(f: BinaryIO) -> bytes | None:

@@ -9,9 +9,10 @@ caller's script is never imported in a worker.
 
 What the callers rely on:
 
-* Nothing starts until the first :meth:`ProcessPool.run`: a search that never needs the pool never
-  pays for processes. A worker is started when work finds none idle, up to ``max_workers``, and
-  stays up for the next; ``preload`` names modules each worker imports once as it starts.
+* Nothing starts until the first :meth:`ProcessPool.run`, or :meth:`ProcessPool.start` for a
+  caller that knows work is coming: a search that never needs the pool never pays for processes.
+  A worker is started when work finds none idle, up to ``max_workers``, and stays up for the next;
+  ``preload`` names modules each worker imports once as it starts.
 * A deadline is kept on both sides. Work is handed to a worker only when one is free, so work
   still waiting at its deadline is never started; the worker also checks the deadline before it
   begins. The caller never waits past its deadline: work running then is left to finish, unseen.
@@ -125,11 +126,31 @@ class ProcessPool:
         self._busy = 0
         self._started = False
         self._closed = False
+        self._starting: asyncio.Future[None] | None = None  # start()'s spawns under way
 
     @property
     def pids(self) -> tuple[int, ...]:
         """The process ids of the workers up now."""
         return tuple(sorted(w.proc.pid for w in self._workers))
+
+    async def start(self) -> None:
+        """Start every worker not up yet (up to ``max_workers``), idle, before any work: their start
+        (the interpreter and the modules to preload, a few tenths of a second each) is then made
+        while the caller does something else, and the first work finds them ready. Returns once
+        the processes are created, not once they have imported what they preload. Does nothing
+        on a closed pool; a process that cannot be created now is left to the first run."""
+        if self._closed:
+            return
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self._start_idle())
+        await asyncio.shield(self._starting)
+
+    async def _start_idle(self) -> None:
+        try:
+            while not self._closed and len(self._workers) < self.max_workers:
+                self._idle.append(await self._start())
+        except OSError:
+            return  # (too many processes or files now): the first run tries again, and says so
 
     async def run(self, fn: Callable[[*Ts], T], *args: *Ts, deadline: float | None = None) -> T:
         """Return ``fn(*args)`` computed in a worker process.
@@ -192,6 +213,8 @@ class ProcessPool:
 
     async def _work(self, payload: bytes) -> bytes:
         """Hand the request to an idle worker (started if none is) and return its answer."""
+        if not self._idle and self._starting is not None and not self._starting.done():
+            await asyncio.shield(self._starting)  # a worker start() is creating: not one more
         worker = self._idle.pop() if self._idle else await self._start()
         try:
             body = await worker.exchange(payload)
@@ -247,6 +270,8 @@ class ProcessPool:
         if self._closed:
             return
         self._closed = True
+        if self._starting is not None:
+            await asyncio.gather(self._starting, return_exceptions=True)
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
         workers = list(self._workers)

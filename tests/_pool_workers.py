@@ -95,3 +95,24 @@ def print_and_square(x: int) -> int:
 
 def wait_a_little() -> None:
     time.sleep(0.2)
+
+
+def slow_pid(seconds: float) -> int:
+    """This worker's process id, after a sleep: works given at once land on different workers."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def steps_until_deadline(limit: float) -> int:
+    """Steps of a millisecond until the work's deadline (bus._worker.past_deadline) or limit s."""
+    from nodwyn_retrieval.bus._worker import past_deadline
+    from nodwyn_retrieval.errors import DeadlineExceeded
+
+    end = time.monotonic() + limit
+    steps = 0
+    while time.monotonic() < end:
+        if past_deadline():
+            raise DeadlineExceeded(f"stopped after {steps} steps")
+        time.sleep(0.001)
+        steps += 1
+    return steps

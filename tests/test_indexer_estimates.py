@@ -286,13 +286,16 @@ async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_boun
 async def test_the_pool_is_not_waited_for_once_what_it_returned_fills_the_work_after_the_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two files, read side by side, each a batch of its own for the pool. The first's bytes are
+    """Two files, read in order, each a batch of its own for the pool. The first's bytes are
     priced at 100 s of work after the reads: once it is back the second is not waited for (it
     is let go only then), and is read by the next call."""
     tree = Tree(tmp_path, files(2))
     size = len(body(0).encode())
     monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
     monkeypatch.setattr(indexer, "BATCH_BYTES", 1)  # a batch a file
+    # The first file's batch sent first (a batch is given until the time the call would wait for
+    # it, and the second's is past with the first before it priced at 100 s).
+    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
     # A first build: its own cost a byte.
     monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 100.0 / (size * 1.5))
     pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
