@@ -444,3 +444,34 @@ class Listing:
             if close is not None:
                 close()
         self._walks = []
+
+
+def listed_files(root: Path) -> int:
+    """How many files the git index of the repository whose top is root lists, from its header
+    (0 when there is none, or it cannot be read). The tree is a clone's, so neither ``.git`` nor
+    the index is trusted: only a regular file is read (a FIFO or a device is not waited on), and
+    only its first bytes."""
+    git = root / ".git"
+    try:
+        if stat.S_ISREG(os.lstat(git).st_mode):  # a worktree's or a submodule's: "gitdir: <path>"
+            line = _head(git, 4096).decode("utf-8").strip()
+            if not line.startswith("gitdir:"):
+                return 0
+            git = root / line[len("gitdir:") :].strip()
+        head = _head(git / "index", 12)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return 0
+    if len(head) < 12 or head[:4] != b"DIRC":
+        return 0
+    return int.from_bytes(head[8:12], "big")
+
+
+def _head(path: Path, n: int) -> bytes:
+    """The first n bytes of path when it is a regular file, else none; never blocks on a FIFO."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return b""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, n) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from nodwyn_retrieval.actors._listing import listed_files
 from nodwyn_retrieval.actors._work import (
     MAX_FILE_BYTES,
     SNAPSHOT_MAGIC,
@@ -892,25 +893,6 @@ def _built(builder: TreeBuilder) -> TreeIndex:
     tree = TreeIndex(builder.finish())
     tree.warm()
     return tree
-
-
-def listed_files(root: Path) -> int:
-    """How many files the git index of the repository whose top is root lists, from its header
-    (0 when there is none, or it cannot be read)."""
-    git = root / ".git"
-    try:
-        if git.is_file():  # a worktree's or a submodule's: "gitdir: <path>"
-            line = git.read_text(encoding="utf-8").strip()
-            if not line.startswith("gitdir:"):
-                return 0
-            git = root / line[len("gitdir:") :].strip()
-        with open(git / "index", "rb") as f:
-            head = f.read(12)
-    except (OSError, UnicodeDecodeError):
-        return 0
-    if len(head) < 12 or head[:4] != b"DIRC":
-        return 0
-    return int.from_bytes(head[8:12], "big")
 
 
 def _size(tree: Beneath, rel: str) -> int:
