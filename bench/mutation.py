@@ -74,6 +74,7 @@ TESTS: dict[str, list[str]] = {
         "test_earlier.py",
     ],
     "retrieval/tree.py": [
+        "test_build_start.py",
         "test_tree_rank_best.py",
         "test_tree_index.py",
         "test_tree_segment.py",
@@ -217,6 +218,7 @@ TESTS: dict[str, list[str]] = {
         "test_scan_bounds.py",
     ],
     "actors/indexer.py": [
+        "test_build_start.py",
         "test_indexer_snapshot.py",
         "test_indexer.py",
         "test_indexer_edges.py",
@@ -226,6 +228,7 @@ TESTS: dict[str, list[str]] = {
         "test_scan_bounds.py",
     ],
     "actors/_work.py": [
+        "test_build_start.py",
         "test_work_edges.py",
         "test_chunkstore_packs.py",
         "test_indexer_snapshot.py",
