@@ -172,32 +172,9 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
         Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1];
         size_t text_first = n_pairs;
         /* 1. The text's runs, each run's slot fetched ahead (as scan() does). */
-        size_t nr = 0;
-        while (p < end) {
-            while (p < end && is_space(t[p])) p++;
-            if (p >= end) break;
-            Py_ssize_t s0 = p;
-            while (p < end && !is_space(t[p])) p++;
-            if (nr == m->r_cap) {
-                size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
-                int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
-                if (!a) { PyErr_NoMemory(); goto done; }
-                m->r_start = a;
-                int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
-                if (!b) { PyErr_NoMemory(); goto done; }
-                m->r_len = b;
-                uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
-                if (!hh) { PyErr_NoMemory(); goto done; }
-                m->r_hash = hh;
-                m->r_cap = cap;
-            }
-            uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
-            m->r_start[nr] = s0;
-            m->r_len[nr] = p - s0;
-            m->r_hash[nr] = h;
-            if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
-            nr++;
-        }
+        Py_ssize_t got = cut_runs(m, t, p, end);
+        if (got < 0) goto done;
+        size_t nr = (size_t)got;
         /* 2. Each run's code (this memo, else the table), and its words counted for the text. */
         for (size_t k = 0; k < nr; k++) {
             const unsigned char *run = t + m->r_start[k];

@@ -295,6 +295,39 @@ static int is_space(unsigned char c) {
  * bounds: n_chunks + 1 byte offsets into tdata; first_ends: n_chunks offsets (a chunk's first
  * line ends there); def_chunk, def_word: the definition terms' chunks and table word ids, counted
  * after the runs, outside any first line. */
+/* The runs of t[p:end] as bytes.split() cuts them, into the memo's run arrays (start, length,
+   hash), each run's slot fetched ahead (half of a lookup was waiting on memory): their number,
+   or -1 with MemoryError set. */
+static Py_ssize_t cut_runs(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssize_t end) {
+    size_t nr = 0;
+    while (p < end) {
+        while (p < end && is_space(t[p])) p++;
+        if (p >= end) break;
+        Py_ssize_t s0 = p;
+        while (p < end && !is_space(t[p])) p++;
+        if (nr == m->r_cap) {
+            size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
+            int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
+            if (!a) { PyErr_NoMemory(); return -1; }
+            m->r_start = a;
+            int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
+            if (!b) { PyErr_NoMemory(); return -1; }
+            m->r_len = b;
+            uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
+            if (!hh) { PyErr_NoMemory(); return -1; }
+            m->r_hash = hh;
+            m->r_cap = cap;
+        }
+        uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
+        m->r_start[nr] = s0;
+        m->r_len[nr] = p - s0;
+        m->r_hash[nr] = h;
+        if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
+        nr++;
+    }
+    return (Py_ssize_t)nr;
+}
+
 static PyObject *Memo_scan(Memo *m, PyObject *args) {
     PyObject *table;
     Py_buffer data = {0}, bounds = {0}, first_ends = {0}, def_chunk = {0}, def_word = {0};
@@ -332,32 +365,9 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
     for (size_t c = 0; c < n_chunks; c++) {
         Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1], fend = (Py_ssize_t)fe[c];
         /* 1. The chunk's runs, as bytes.split() cuts them; each run's slot fetched ahead. */
-        size_t nr = 0;
-        while (p < end) {
-            while (p < end && is_space(t[p])) p++;
-            if (p >= end) break;
-            Py_ssize_t s0 = p;
-            while (p < end && !is_space(t[p])) p++;
-            if (nr == m->r_cap) {
-                size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
-                int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
-                if (!a) { PyErr_NoMemory(); goto done; }
-                m->r_start = a;
-                int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
-                if (!b) { PyErr_NoMemory(); goto done; }
-                m->r_len = b;
-                uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
-                if (!hh) { PyErr_NoMemory(); goto done; }
-                m->r_hash = hh;
-                m->r_cap = cap;
-            }
-            uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
-            m->r_start[nr] = s0;
-            m->r_len[nr] = p - s0;
-            m->r_hash[nr] = h;
-            if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
-            nr++;
-        }
+        Py_ssize_t got = cut_runs(m, t, p, end);
+        if (got < 0) goto done;
+        size_t nr = (size_t)got;
         /* 2. Each run's code: from this memo, else from the table (which expands a new run). */
         for (size_t k = 0; k < nr; k++) {
             Py_ssize_t s0 = (Py_ssize_t)m->r_start[k];
