@@ -689,30 +689,36 @@ class MemIndex:
             raise _bad("posting names a document past the end")
         if not np.array_equal(_block_checks(docs, tfs, counts, width, block), bcheck):
             raise _bad("postings fail their checks")
-        ev = self.events()
-        return Fold(
-            keys=keys,
-            pair_doc=docs,
-            pair_word=wid,
-            pair_tf=tfs,
-            doc_len=self.lengths().astype(np.int64),
-            doc_event=self.doc_events().astype(np.int64),
-            ev={
-                "ev_seq": ev.seq,
-                "ev_off": ev.off,
-                "ev_len": ev.length,
-                "ev_turn": ev.turn,
-                "ev_kind": ev.kind,
-                "ev_agent": ev.agent,
-            },
-            kinds=list(self.kinds),
-            agents=list(self.agents),
-            cards=self.cards(),
-        )
+        return fold_of(self, keys, docs, wid, tfs)
 
     def matches(self, f: Any) -> bool:
         """Whether the open log f still holds what this was built from (:class:`LogCheck`)."""
         return self.check.holds(f)
+
+
+def fold_of(mem: Any, keys: Any, docs: Any, words: Any, tfs: Any) -> Fold:
+    """The fold a ``.mem`` (a :class:`MemIndex`, or a task the join holds) is: its postings
+    (document, word, frequency), its lengths, events, names and cards."""
+    ev = mem.events()
+    return Fold(
+        keys=keys,
+        pair_doc=docs,
+        pair_word=words,
+        pair_tf=tfs,
+        doc_len=mem.lengths().astype(np.int64),
+        doc_event=mem.doc_events().astype(np.int64),
+        ev={
+            "ev_seq": ev.seq,
+            "ev_off": ev.off,
+            "ev_len": ev.length,
+            "ev_turn": ev.turn,
+            "ev_kind": ev.kind,
+            "ev_agent": ev.agent,
+        },
+        kinds=list(mem.kinds),
+        agents=list(mem.agents),
+        cards=mem.cards(),
+    )
 
 
 def postings_of(mem: MemIndex) -> dict[int, dict[int, int]]:

@@ -64,6 +64,7 @@ from nodwyn_retrieval.store.mem_format import (
     MemIndex,
     _block_check,
     _block_checks,
+    fold_of,
 )
 from nodwyn_retrieval.store.mem_log import LogCheck
 
@@ -762,26 +763,7 @@ class JoinedMem(MemIndex):
             keys, pair_word, pair_doc, pair_tf = self._join.task_words(self._je)
         except JoinDamaged as exc:
             raise self._damaged(exc) from None
-        ev = self.events()
-        return Fold(
-            keys=keys,
-            pair_doc=pair_doc,
-            pair_word=pair_word,
-            pair_tf=pair_tf,
-            doc_len=self.lengths().astype(np.int64),
-            doc_event=self.doc_events().astype(np.int64),
-            ev={
-                "ev_seq": ev.seq,
-                "ev_off": ev.off,
-                "ev_len": ev.length,
-                "ev_turn": ev.turn,
-                "ev_kind": ev.kind,
-                "ev_agent": ev.agent,
-            },
-            kinds=list(self.kinds),
-            agents=list(self.agents),
-            cards=self.cards(),
-        )
+        return fold_of(self, keys, pair_doc, pair_word, pair_tf)
 
 
 def joined_mem(log_path: Path, st: os.stat_result) -> JoinedMem | None:
