@@ -181,22 +181,7 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
             size_t n = (size_t)m->r_len[k];
             uint64_t h = m->r_hash[k];
             int64_t code = 0;
-            int found = 0;
-            if (m->cap) {
-                uint64_t head = head_of(run, n);
-                size_t j = h & (m->cap - 1);
-                for (int probes = 0; probes < MAX_PROBE; probes++) {
-                    Slot *sl = &m->slots[j];
-                    if (!sl->hash) break;
-                    if (sl->hash == h && sl->len == n && sl->head == head &&
-                        (n <= 8 || memcmp(m->arena + sl->off + 8, run + 8, n - 8) == 0)) {
-                        code = sl->code;
-                        found = 1;
-                        break;
-                    }
-                    j = (j + 1) & (m->cap - 1);
-                }
-            }
+            int found = memo_find(m, run, n, h, &code);
             if (!found) {
                 PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
                 if (!key) goto done;

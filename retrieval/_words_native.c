@@ -295,6 +295,26 @@ static int is_space(unsigned char c) {
  * bounds: n_chunks + 1 byte offsets into tdata; first_ends: n_chunks offsets (a chunk's first
  * line ends there); def_chunk, def_word: the definition terms' chunks and table word ids, counted
  * after the runs, outside any first line. */
+/* The code the memo keeps for the run (its n bytes, hash h) into *code: 1 when it keeps one,
+   0 when not (at most MAX_PROBE slots looked at: a run past them is looked up in the table). */
+static int memo_find(const Memo *m, const unsigned char *run, size_t n, uint64_t h,
+                     int64_t *code) {
+    if (!m->cap) return 0;
+    uint64_t head = head_of(run, n);
+    size_t j = h & (m->cap - 1);
+    for (int probes = 0; probes < MAX_PROBE; probes++) {
+        const Slot *sl = &m->slots[j];
+        if (!sl->hash) return 0;
+        if (sl->hash == h && sl->len == n && sl->head == head &&
+            (n <= 8 || memcmp(m->arena + sl->off + 8, run + 8, n - 8) == 0)) {
+            *code = sl->code;
+            return 1;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
 /* The runs of t[p:end] as bytes.split() cuts them, into the memo's run arrays (start, length,
    hash), each run's slot fetched ahead (half of a lookup was waiting on memory): their number,
    or -1 with MemoryError set. */
@@ -376,22 +396,7 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
             unsigned char first = s0 < fend;
             uint64_t h = m->r_hash[k];
             int64_t code = 0;
-            int found = 0;
-            if (m->cap) {
-                uint64_t head = head_of(run, n);
-                size_t j = h & (m->cap - 1);
-                for (int probes = 0; probes < MAX_PROBE; probes++) {
-                    Slot *sl = &m->slots[j];
-                    if (!sl->hash) break;
-                    if (sl->hash == h && sl->len == n && sl->head == head &&
-                        (n <= 8 || memcmp(m->arena + sl->off + 8, run + 8, n - 8) == 0)) {
-                        code = sl->code;
-                        found = 1;
-                        break;
-                    }
-                    j = (j + 1) & (m->cap - 1);
-                }
-            }
+            int found = memo_find(m, run, n, h, &code);
             if (!found) {
                 PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
                 if (!key) goto done;
