@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from nodwyn_retrieval.actors._listing import listed_files
+from nodwyn_retrieval.actors._results import search_in
 from nodwyn_retrieval.actors._work import (
     MAX_FILE_BYTES,
     SNAPSHOT_MAGIC,
@@ -27,7 +28,6 @@ from nodwyn_retrieval.actors._work import (
     analyze_batch,
     analyze_blob,
     analyze_packed,
-    chunk_lines,
     cpu_count,
     cpu_seconds,
     load_factor,
@@ -47,12 +47,10 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import DeadlineExceeded, StoreError, WorkerError
-from nodwyn_retrieval.guard import DefaultGuard, Guard, Verdict, redact
+from nodwyn_retrieval.guard import DefaultGuard, Guard, Verdict
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
 from nodwyn_retrieval.retrieval.analyze import FileRecord
-from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment, pairs_of
-from nodwyn_retrieval.retrieval.words import weighted_query
 from nodwyn_retrieval.store.atomic import write_atomic
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 from nodwyn_retrieval.store.codec import encode
@@ -823,56 +821,9 @@ class IndexerActor(Actor):
         self._install(at_once=False)  # a merge done since the refresh: taken when it is free
         tree = await asyncio.to_thread(Beneath, self.root)
         try:
-            return await self._search_in(msg, tree)
+            return await search_in(self, msg, tree)
         finally:
             tree.close()
-
-    async def _search_in(self, msg: SearchTree, tree: Beneath) -> TreeSearched:
-        query = weighted_query(msg.query)
-        words = list(query)
-        # The best chunks of the best files (retrieval.tree.Ranking); a few more than shown, for
-        # files gone since they were indexed. The selection is made in order, so the first
-        # chunks of a longer list are the list of a shorter one.
-        hits = self.tree.rank(query, msg.limit * 2 + 4, msg.path)
-        matched = self.tree.count_matching(words, msg.path)
-        results: list[RepoResult] = []
-        gone: list[str] = []
-        cache: dict[str, bytes | None] = {}
-        for h in hits:
-            if len(results) >= msg.limit:
-                break
-            if h.path not in cache:
-                size = await asyncio.to_thread(_size, tree, h.path)
-                decision = await self.read_guard.check_read(h.path, size)
-                if not decision.allowed:
-                    # §3: a refusal stops the search with the refusal as the answer, and drops
-                    # the file from the tree's index.
-                    self._apply({h.path: None})
-                    return TreeSearched(
-                        (), self.tree.n_docs, len(self.tree.files), h.path, decision.reason
-                    )
-                cache[h.path] = await self._read_file(tree, h.path)
-            data = cache[h.path]
-            chunk = None if data is None else chunk_lines(data, h.start, h.end)
-            if not chunk:
-                gone.append(h.path)
-                continue
-            red = redact("\n".join(chunk)).text.split("\n")
-            numbered = list(enumerate(red, h.start))
-            results.append(
-                RepoResult(
-                    h.path,
-                    h.start,
-                    h.start + len(chunk) - 1,
-                    next((x for x in red if x.strip()), red[0]),
-                    tuple(best_lines(numbered, words)),
-                    h.score,
-                )
-            )
-        return TreeSearched(
-            tuple(results), self.tree.n_docs, len(self.tree.files), gone=tuple(gone),
-            matched=matched,
-        )  # fmt: skip
 
 
 def _never(tree: TreeIndex) -> bool:
@@ -893,11 +844,3 @@ def _built(builder: TreeBuilder) -> TreeIndex:
     tree = TreeIndex(builder.finish())
     tree.warm()
     return tree
-
-
-def _size(tree: Beneath, rel: str) -> int:
-    """The size of the file at rel, reached without a link (0 when there is none)."""
-    try:
-        return tree.stat(rel).st_size
-    except (OSError, ValueError):
-        return 0

@@ -237,6 +237,7 @@ TESTS: dict[str, list[str]] = {
         "test_build_pipeline.py",
     ],
     "actors/gc.py": ["test_gc_packs.py", "test_gc.py"],
+    "actors/_results.py": ["test_repo_search.py", "test_indexer.py", "test_hostile_clone.py"],
 }
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store", "store/transcripts")
@@ -249,6 +250,7 @@ DEFAULT_MODULES = [
     "actors/indexer.py",
     "actors/_work.py",
     "actors/gc.py",
+    "actors/_results.py",
 ]  # fmt: skip
 
 
