@@ -237,7 +237,13 @@ TESTS: dict[str, list[str]] = {
         "test_build_pipeline.py",
     ],
     "actors/gc.py": ["test_gc_packs.py", "test_gc.py"],
-    "actors/_results.py": ["test_repo_search.py", "test_indexer.py", "test_hostile_clone.py"],
+    "actors/_results.py": [
+        "test_indexer_edges.py",
+        "test_repo_search.py",
+        "test_indexer.py",
+        "test_hostile_clone.py",
+        "test_link_swap.py",
+    ],
 }
 DEFAULT_MODULES = [
     *sorted(str(p.relative_to(ROOT)) for d in ("retrieval", "guard", "store", "store/transcripts")
