@@ -91,13 +91,8 @@ static int lower_word(PyObject *table, PyObject *key, const unsigned char *run, 
         if (ni == 1) {
             v = ids[0];
         } else if (ni > 1) {
-            PyObject *multi = PyObject_GetAttrString(table, "multi");
+            PyObject *multi = table_multi(table);
             if (!multi) return -1;
-            if (!PyList_Check(multi)) {
-                Py_DECREF(multi);
-                PyErr_SetString(PyExc_TypeError, "the word table's multi is not a list");
-                return -1;
-            }
             PyObject *tup = PyTuple_New((Py_ssize_t)ni);
             if (!tup) { Py_DECREF(multi); return -1; }
             for (size_t k = 0; k < ni; k++) {

@@ -138,15 +138,21 @@ static int memo_put(Memo *m, uint64_t h, const unsigned char *p, size_t n, int64
     return 0;
 }
 
-/* The multi[k] of the table, k >= m_count, copied here (the table only appends to it). */
-static int memo_sync_multi(Memo *m, PyObject *table, size_t k) {
+/* The table's list of several-word runs (a new reference), or NULL with the error set. */
+static PyObject *table_multi(PyObject *table) {
     PyObject *multi = PyObject_GetAttrString(table, "multi");
-    if (!multi) return -1;
-    if (!PyList_Check(multi)) {
+    if (multi && !PyList_Check(multi)) {
         Py_DECREF(multi);
         PyErr_SetString(PyExc_TypeError, "the word table's multi is not a list");
-        return -1;
+        return NULL;
     }
+    return multi;
+}
+
+/* The multi[k] of the table, k >= m_count, copied here (the table only appends to it). */
+static int memo_sync_multi(Memo *m, PyObject *table, size_t k) {
+    PyObject *multi = table_multi(table);
+    if (!multi) return -1;
     Py_ssize_t total = PyList_GET_SIZE(multi);
     if ((Py_ssize_t)k >= total) {
         Py_DECREF(multi);
