@@ -44,7 +44,7 @@ from tests.test_indexer_edges import (
     read_paths,
     slowdown,
 )
-from tests.test_indexer_estimates import LoopClock
+from tests.test_indexer_estimates import LoopClock, second_file_held
 
 # Through sys.modules, not the package's attribute: a run that reloads the tests' modules (the
 # mutation runner) pickles the workers' functions by their module's name.
@@ -256,19 +256,7 @@ async def _two_batches(
     if add_cpu is not None:  # each add of the builder takes add_cpu seconds of CPU, exactly
         ticks = itertools.count(step=add_cpu)
         monkeypatch.setattr(treemod, "time", types.SimpleNamespace(thread_time=lambda: next(ticks)))
-    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
-    real_run = pool.run
-    let_go = asyncio.Event()
-
-    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
-        if [p for p, _ in blobs] == [name(1)]:
-            await let_go.wait()
-        try:
-            return await real_run(fn, blobs, *args, **kw)
-        finally:
-            let_go.set()
-
-    monkeypatch.setattr(pool, "run", run)
+    pool = second_file_held(tree, monkeypatch)
     try:
         async with tree.session() as actor:
             slowdown(monkeypatch, actor, factor)

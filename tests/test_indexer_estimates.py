@@ -282,6 +282,25 @@ async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_boun
     assert hits == [[name(i)] for i in range(N)]
 
 
+def second_file_held(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> ProcessPool:
+    """The tree's pool, one worker, whose batch of the second file alone waits until another
+    batch has ended."""
+    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_run = pool.run
+    let_go = asyncio.Event()
+
+    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+        if [p for p, _ in blobs] == [name(1)]:
+            await let_go.wait()
+        try:
+            return await real_run(fn, blobs, *args, **kw)
+        finally:
+            let_go.set()
+
+    monkeypatch.setattr(pool, "run", run)
+    return pool
+
+
 @pytest.mark.asyncio
 async def test_the_pool_is_not_waited_for_once_what_it_returned_fills_the_work_after_the_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -298,19 +317,7 @@ async def test_the_pool_is_not_waited_for_once_what_it_returned_fills_the_work_a
     monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
     # A first build: its own cost a byte.
     monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 100.0 / (size * 1.5))
-    pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
-    real_run = pool.run
-    let_go = asyncio.Event()
-
-    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
-        if [p for p, _ in blobs] == [name(1)]:
-            await let_go.wait()
-        try:
-            return await real_run(fn, blobs, *args, **kw)
-        finally:
-            let_go.set()
-
-    monkeypatch.setattr(pool, "run", run)
+    pool = second_file_held(tree, monkeypatch)
     try:
         async with tree.session() as actor:
             slowdown(monkeypatch, actor, 1.0)
