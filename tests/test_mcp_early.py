@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from nodwyn_retrieval.mcp_server import EARLY_ENV
 
 from tests.support import make_repo, mcp_process
 from tests.test_mcp import env
-from tests.test_mcp_start import _gone, engine_processes
+from tests.test_mcp_start import _gone, engine_started
 
 __all__ = ["env"]  # the fixture, shared with test_mcp
 
@@ -137,12 +136,7 @@ def test_the_client_gone_in_the_first_exchange(tmp_path: Path, env: dict[str, st
             p.stdin.write(json.dumps(EXCHANGE[4]) + "\n")  # a search, and then the end
             p.stdin.flush()
             assert json.loads(p.stdout.readline())["id"] == 0
-            engines: list[int] = []
-            for _ in range(200):
-                engines = engine_processes(p.pid)
-                if engines:
-                    break
-                time.sleep(0.05)
+            engines = engine_started(p.pid)
             p.stdin.close()
             assert p.wait(timeout=60) == 0
         finally:

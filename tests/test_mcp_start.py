@@ -56,6 +56,18 @@ def engine_processes(server_pid: int | None = None) -> list[int]:
     return [c for s in servers for c in _children(s)]
 
 
+def engine_started(server_pid: int) -> list[int]:
+    """The engine's process of the server server_pid, waited for up to 10 s (none when it never
+    came)."""
+    engines: list[int] = []
+    for _ in range(200):
+        engines = engine_processes(server_pid)
+        if engines:
+            break
+        time.sleep(0.05)
+    return engines
+
+
 def _gone(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -196,12 +208,7 @@ def test_stdin_closed_and_sigterm_leave_no_engine_process(
                 p.stdin.write(json.dumps(hello) + "\n")
                 p.stdin.flush()
                 assert json.loads(p.stdout.readline())["id"] == 1
-                engines: list[int] = []
-                for _ in range(200):
-                    engines = engine_processes(p.pid)
-                    if engines:
-                        break
-                    time.sleep(0.05)
+                engines = engine_started(p.pid)
                 assert len(engines) == 1
                 if stop == "stdin":
                     p.stdin.close()
@@ -242,12 +249,7 @@ def test_the_engine_process_holds_none_of_the_clients_pipes(
             p.stdin.write(json.dumps(hello) + "\n")
             p.stdin.flush()
             assert json.loads(p.stdout.readline())["id"] == 1
-            engines: list[int] = []
-            for _ in range(200):
-                engines = engine_processes(p.pid)
-                if engines:
-                    break
-                time.sleep(0.05)
+            engines = engine_started(p.pid)
             assert len(engines) == 1
             held = set()
             for fd in os.listdir(f"/proc/{engines[0]}/fd"):
