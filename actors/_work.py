@@ -319,7 +319,7 @@ def chunk_lines(data: bytes, start: int, end: int) -> list[str]:
 # -- the snapshot's file, which the indexer writes ------------------------------------------------
 
 SNAPSHOT_MAGIC = b"NRTS"
-SNAPSHOT_VERSION = 2  # 2: packed postings, sorted vocabulary, CRC-32
+SNAPSHOT_VERSION = 3  # 2: packed postings, sorted vocabulary, CRC-32; 3: frequencies in half bytes
 
 
 def load_snapshot(path: Path) -> TreeSegment | None:

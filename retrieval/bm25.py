@@ -301,9 +301,11 @@ class Segment:
         """The segment with its vocabulary sorted and its postings packed (docs/store-format.md).
 
         Within a word, documents are stored as differences from the one before in 16 bits, and
-        frequencies in 8; the rare value that does not fit is stored beside them. About three
-        bytes a posting instead of eight. A CRC-32 covers it all: a flipped bit is a rebuild,
-        never a wrong answer.
+        frequencies less one in 4 (two a byte); the rare value that does not fit is stored beside
+        them. About two and a half bytes a posting instead of eight. The vocabulary's words are
+        given by their lengths, and each word's number of postings, in the fewest bytes (1, 2 or
+        4) that hold every one. A CRC-32 covers it all: a flipped bit is a rebuild, never a wrong
+        answer.
         """
         encoded = [w.encode("utf-8") for w in self.words]
         order = sorted(range(len(encoded)), key=encoded.__getitem__)
@@ -319,8 +321,9 @@ class Segment:
         else:
             offsets, docs, tfs = self.offsets, self.docs, self.tfs
         blob = b"".join(encoded[i] for i in order)
-        pos = np.zeros(len(order) + 1, dtype=np.int64)
-        np.cumsum([len(encoded[i]) for i in order], out=pos[1:])
+        lens = np.fromiter((len(encoded[i]) for i in order), dtype=np.int64, count=len(order))
+        lens_type = "<u1" if not lens.size or lens.max() <= 0xFF else "<u2"
+        counts_of = np.diff(offsets)
         starts = offsets[:-1]
         d = docs.astype(np.int64)
         delta = np.zeros_like(d)
@@ -328,17 +331,17 @@ class Segment:
         delta[starts] = 0
         first = d[starts] if d.size else np.zeros(0, dtype=np.int64)
         d_exc = np.flatnonzero(delta >= 0xFFFF)
-        t_exc = np.flatnonzero(tfs >= 0xFF)
+        t_exc = np.flatnonzero((tfs > _TF_NIBBLE) | (tfs < 1))
         body = {
             "n_words": len(order),
             "vocab": blob,
-            "vocab_pos": pos.astype("<u4").tobytes(),
-            "offsets": offsets.astype("<u4").tobytes(),
+            "vocab_len": lens.astype(lens_type).tobytes(),
+            "counts": counts_of.astype(_width(counts_of)).tobytes(),
             "first": first.astype("<u4").tobytes(),
             "delta": np.minimum(delta, 0xFFFF).astype("<u2").tobytes(),
             "delta_exc_at": d_exc.astype("<u4").tobytes(),
             "delta_exc": delta[d_exc].astype("<u4").tobytes(),
-            "tf": np.minimum(tfs, 0xFF).astype("<u1").tobytes(),
+            "tf": _nibbles(tfs),
             "tf_exc_at": t_exc.astype("<u4").tobytes(),
             "tf_exc": tfs[t_exc].astype("<u4").tobytes(),
             "lengths": self.lengths.astype("<u4").tobytes(),
@@ -362,12 +365,15 @@ class Segment:
         if obj["crc"] != _crc(obj):
             raise FormatError("segment checksum does not match: rebuild")
         try:
-            pos = _array(obj["vocab_pos"], "<u4")
-            offsets = _array(obj["offsets"], "<u4")
+            lens_b: bytes = obj["vocab_len"]
+            lens = _array(lens_b, "<u2" if n_words and len(lens_b) == 2 * n_words else "<u1")
+            counts_b: bytes = obj["counts"]
+            counts_w = len(counts_b) // n_words if n_words else 1
+            counts_in = _array(counts_b, f"<u{counts_w if counts_w in (1, 2, 4) else 1}")
             first = _array(obj["first"], "<u4")
             delta = _array(obj["delta"], "<u2")
             d_at, d_val = _array(obj["delta_exc_at"], "<u4"), _array(obj["delta_exc"], "<u4")
-            tf8 = _array(obj["tf"], "<u1")
+            tf4 = _array(obj["tf"], "<u1")
             t_at, t_val = _array(obj["tf_exc_at"], "<u4"), _array(obj["tf_exc"], "<u4")
             lengths = _array(obj["lengths"], "<u4").astype(np.uint32)
         except ValueError:
@@ -377,40 +383,45 @@ class Segment:
         blob: bytes = obj["vocab"]
         n = int(delta.shape[0])
         if (
-            pos.shape[0] != n_words + 1
-            or offsets.shape[0] != n_words + 1
+            lens.shape[0] != n_words
+            or counts_in.shape[0] != n_words
             or first.shape[0] != n_words
-            or tf8.shape[0] != n
+            or tf4.shape[0] != (n + 1) // 2
             or d_at.shape != d_val.shape
             or t_at.shape != t_val.shape
         ):
             raise FormatError("segment arrays do not match each other: rebuild")
-        if pos[0] != 0 or pos[-1] != len(blob) or np.any(np.diff(pos) <= 0):
+        if n % 2 and tf4[-1] >> 4:
+            raise FormatError("segment frequencies have a stray last half byte: rebuild")
+        pos = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(lens, out=pos[1:])
+        if pos[-1] != len(blob) or (n_words and int(lens.min()) == 0):
             raise FormatError("segment vocabulary offsets are not a partition: rebuild")
-        if offsets[0] != 0 or offsets[-1] != n or np.any(np.diff(offsets) <= 0):
+        offsets = np.zeros(n_words + 1, dtype=np.int64)
+        np.cumsum(counts_in, out=offsets[1:])
+        if offsets[-1] != n or (n_words and int(counts_in.min()) == 0):
             raise FormatError("segment offsets are not a partition of the postings: rebuild")
         if (d_at.size and int(d_at.max()) >= n) or (t_at.size and int(t_at.max()) >= n):
             raise FormatError("segment exception names a posting past the end: rebuild")
-        offsets = offsets.astype(np.int64)
         d_at64, t_at64 = d_at.astype(np.int64), t_at.astype(np.int64)
         if np.any(np.diff(d_at64) <= 0) or np.any(np.diff(t_at64) <= 0):
             raise FormatError("segment exceptions are not in posting order: rebuild")
-        packed = _Packed(first, delta, d_at64, d_val, tf8, t_at64, t_val)
+        packed = _Packed(first, delta, d_at64, d_val, tf4, t_at64, t_val)
         n_docs = int(lengths.shape[0])
         if n and int(packed.last_docs(offsets).max()) >= n_docs:
             raise FormatError("segment posting names a document past the end: rebuild")
         # A frequency is at most 255 but where an exception gives it.
         if np.any(t_val > MAX_QUANTITY) or np.any(lengths > MAX_QUANTITY):
             raise FormatError("segment quantity past 2**31-1: rebuild")
-        return cls(None, offsets, None, None, lengths, sorted_vocab=(blob, pos.astype(np.int64)),
-                   packed=packed)  # fmt: skip
+        return cls(None, offsets, None, None, lengths, sorted_vocab=(blob, pos), packed=packed)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Packed:
     """A stored segment's postings as :meth:`Segment.to_obj` packed them: for each word its first
-    document, then the differences from the one before in 16 bits and the frequencies in 8, with
-    the positions (ascending) and values that did not fit beside them."""
+    document, then the differences from the one before in 16 bits and the frequencies less one in
+    4 (posting 2i in byte i's low half, 2i+1 in its high half), with the positions (ascending) and
+    values that did not fit beside them."""
 
     first: npt.NDArray[Any]
     delta: npt.NDArray[Any]
@@ -451,7 +462,7 @@ class _Packed:
         return docs, self._tfs(a, b)
 
     def _tfs(self, a: int, b: int) -> U32:
-        tfs = self.tf[a:b].astype(np.uint32)
+        tfs = _unnibble(self.tf[a >> 1 : (b + 1) >> 1], a & 1, b - a)
         lo, hi = np.searchsorted(self.tf_at, (a, b)).tolist()
         if hi > lo:
             tfs[self.tf_at[lo:hi] - a] = self.tf_exc[lo:hi]
@@ -469,12 +480,39 @@ class _Packed:
         with np.errstate(over="ignore"):
             base = self.first.astype(np.uint32) - (docs[offsets[:-1]] if n else np.uint32(0))
             docs += np.repeat(base, counts)
-        tfs = self.tf.astype(np.uint32)
+        tfs = _unnibble(self.tf, 0, n)
         tfs[self.tf_at] = self.tf_exc
         return docs, tfs
 
 
-_ARRAYS = ("vocab", "vocab_pos", "offsets", "first", "delta", "delta_exc_at", "delta_exc", "tf",
+_TF_NIBBLE = 16  # the largest frequency stored in a half byte (as 15); past it, an exception
+
+
+def _nibbles(tfs: npt.NDArray[Any]) -> bytes:
+    """Frequencies less one, clipped to 0..15, two a byte (the first in the low half)."""
+    t = (np.clip(tfs, 1, _TF_NIBBLE) - 1).astype(np.uint8)
+    if t.size % 2:
+        t = np.append(t, np.uint8(0))
+    return (t[0::2] | (t[1::2] << 4)).astype("<u1").tobytes()
+
+
+def _width(a: npt.NDArray[Any]) -> str:
+    """The fewest bytes (1, 2 or 4) that hold every value of a."""
+    top = int(a.max()) if a.size else 0
+    return "<u1" if top <= 0xFF else "<u2" if top <= 0xFFFF else "<u4"
+
+
+def _unnibble(raw: npt.NDArray[Any], skip: int, n: int) -> U32:
+    """n frequencies from the half bytes of raw, the first ``skip`` (0 or 1) half bytes left out."""
+    out = np.empty(2 * raw.shape[0], dtype=np.uint32)
+    out[0::2] = raw & 0x0F
+    out[1::2] = raw >> 4
+    tfs: U32 = out[skip : skip + n]
+    tfs += 1
+    return tfs
+
+
+_ARRAYS = ("vocab", "vocab_len", "counts", "first", "delta", "delta_exc_at", "delta_exc", "tf",
            "tf_exc_at", "tf_exc", "lengths")  # fmt: skip
 _FIELDS = ("n_words", *_ARRAYS, "crc")
 

@@ -26,7 +26,8 @@ def _random_segment(seed: int) -> Segment:
         doc.append(d)
         word.append(np.full(k, w))
     docs, wids = np.concatenate(doc), np.concatenate(word)
-    tfs = rng.choice([1, 2, 3, 254, 255, 256, 70_000], size=docs.size)  # past 8 bits too
+    # past 4 bits (16 and up), past 8 bits too
+    tfs = rng.choice([1, 2, 3, 14, 15, 16, 17, 254, 255, 256, 70_000], size=docs.size)
     return Segment.from_pairs(words, n_docs, docs, wids, tfs)
 
 
@@ -127,7 +128,49 @@ def test_a_loaded_segment_holds_the_built_ones_arrays_and_its_sorted_vocabulary(
     loaded = Segment.from_obj(obj)
     packed = sum(len(obj[k]) for k in ("first", "delta", "tf", "delta_exc", "tf_exc"))
     packed += 2 * len(obj["delta_exc_at"]) + 2 * len(obj["tf_exc_at"])  # positions in 64 bits
-    vocab = len(obj["vocab"]) + 2 * len(obj["vocab_pos"])  # offsets in 64 bits
+    vocab = len(obj["vocab"]) + 8 * (obj["n_words"] + 1)  # offsets in 64 bits
     assert loaded.nbytes() == built.offsets.nbytes + built.lengths.nbytes + packed + vocab
     loaded.docs  # noqa: B018 - unpacked whole: the arrays are what is held now
     assert loaded.nbytes() == built.nbytes() + vocab
+
+
+def test_frequencies_are_stored_two_a_byte_with_the_large_ones_beside() -> None:
+    tfs = [1, 16, 17, 15, 2]
+    seg = Segment.from_pairs(["a"], 9, np.arange(5), np.zeros(5, dtype=np.int64), np.array(tfs))
+    obj = seg.to_obj()
+    assert len(obj["tf"]) == 3  # five half bytes
+    assert np.frombuffer(obj["tf_exc_at"], dtype="<u4").tolist() == [2]  # only 17 is past 4 bits
+    back = Segment.from_obj(obj)
+    assert back.postings("a")[1].tolist() == tfs
+    assert Segment.from_obj(obj).tfs.tolist() == tfs  # unpacked whole
+
+
+def test_a_stray_last_half_byte_is_refused() -> None:
+    tf = bytearray(_sealed()["tf"])  # three postings: the last byte's high half is unused
+    tf[-1] |= 0x10
+    with pytest.raises(FormatError, match=r"stray last half byte: rebuild$"):
+        Segment.from_obj(_sealed(tf=bytes(tf)))
+
+
+def test_a_word_past_255_bytes_has_its_length_in_two_bytes() -> None:
+    words = ["x" * 300, "b"]
+    seg = Segment.from_pairs(words, 3, np.array([0, 2]), np.array([0, 1]), np.array([1, 1]))
+    obj = seg.to_obj()
+    assert len(obj["vocab_len"]) == 4
+    back = Segment.from_obj(obj)
+    assert back.postings("x" * 300)[0].tolist() == [0]
+    assert back.postings("b")[0].tolist() == [2]
+    with pytest.raises(FormatError, match=r"do not match each other: rebuild$"):
+        Segment.from_obj(_sealed(vocab_len=b"\x01\x00\x01"))  # neither one nor two bytes a word
+
+
+@pytest.mark.parametrize(("n", "width"), [(3, 1), (300, 2), (70_000, 4)])
+def test_each_words_number_of_postings_is_stored_in_the_fewest_bytes(n: int, width: int) -> None:
+    seg = Segment.from_pairs(
+        ["a", "b"], n + 1, np.append(np.arange(n), n), np.append(np.zeros(n), 1), np.ones(n + 1)
+    )
+    obj = seg.to_obj()
+    assert len(obj["counts"]) == 2 * width
+    back = Segment.from_obj(obj)
+    assert back.postings("a")[0].tolist() == list(range(n))
+    assert back.postings("b")[0].tolist() == [n]
