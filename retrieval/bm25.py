@@ -493,7 +493,7 @@ def _nibbles(tfs: npt.NDArray[Any]) -> bytes:
     t = (np.clip(tfs, 1, _TF_NIBBLE) - 1).astype(np.uint8)
     if t.size % 2:
         t = np.append(t, np.uint8(0))
-    return (t[0::2] | (t[1::2] << 4)).astype("<u1").tobytes()
+    return bytes((t[0::2] | (t[1::2] << 4)).astype("<u1").data)
 
 
 def _width(a: npt.NDArray[Any]) -> str:
