@@ -164,7 +164,9 @@ def test_a_word_past_255_bytes_has_its_length_in_two_bytes() -> None:
         Segment.from_obj(_sealed(vocab_len=b"\x01\x00\x01"))  # neither one nor two bytes a word
 
 
-@pytest.mark.parametrize(("n", "width"), [(3, 1), (300, 2), (70_000, 4)])
+@pytest.mark.parametrize(
+    ("n", "width"), [(3, 1), (255, 1), (256, 2), (300, 2), (65_535, 2), (65_536, 4), (70_000, 4)]
+)
 def test_each_words_number_of_postings_is_stored_in_the_fewest_bytes(n: int, width: int) -> None:
     seg = Segment.from_pairs(
         ["a", "b"], n + 1, np.append(np.arange(n), n), np.append(np.zeros(n), 1), np.ones(n + 1)
@@ -174,3 +176,21 @@ def test_each_words_number_of_postings_is_stored_in_the_fewest_bytes(n: int, wid
     back = Segment.from_obj(obj)
     assert back.postings("a")[0].tolist() == list(range(n))
     assert back.postings("b")[0].tolist() == [n]
+
+
+@pytest.mark.parametrize(("length", "width"), [(255, 1), (256, 2)])
+def test_a_words_length_takes_one_byte_up_to_255(length: int, width: int) -> None:
+    words = ["x" * length, "y"]
+    seg = Segment.from_pairs(words, 2, np.array([0, 1]), np.array([0, 1]), np.array([1, 1]))
+    obj = seg.to_obj()
+    assert len(obj["vocab_len"]) == 2 * width
+    assert Segment.from_obj(obj).postings("x" * length)[0].tolist() == [0]
+
+
+def test_a_frequency_of_zero_is_kept_beside_the_half_bytes() -> None:
+    seg = Segment.from_pairs(
+        ["a"], 3, np.arange(3), np.zeros(3, dtype=np.int64), np.array([0, 1, 2])
+    )
+    obj = seg.to_obj()
+    assert np.frombuffer(obj["tf_exc_at"], dtype="<u4").tolist() == [0]
+    assert Segment.from_obj(obj).postings("a")[1].tolist() == [0, 1, 2]
