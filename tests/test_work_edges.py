@@ -296,13 +296,20 @@ def _segment() -> TreeSegment:
     return TreeSegment.build([("m.py", ChunkStore.key("0" * 64), analyze(SOURCE.decode()))])
 
 
-def test_the_snapshots_file_is_named_nrts_version_2() -> None:
-    assert (SNAPSHOT_MAGIC, SNAPSHOT_VERSION) == (b"NRTS", 2)
+def test_the_snapshots_file_is_named_nrts_version_3() -> None:
+    assert (SNAPSHOT_MAGIC, SNAPSHOT_VERSION) == (b"NRTS", 3)
+
+
+def test_a_version_2_snapshot_is_dropped_to_be_rebuilt(tmp_path: Path) -> None:
+    path = tmp_path / "t.snap"
+    path.write_bytes(encode(b"NRTS", 2, _segment().to_obj()))
+    assert read_snapshot(path) == (None, True)
+    assert not path.exists()
 
 
 def test_a_snapshot_reads_back_whole(tmp_path: Path) -> None:
     path = tmp_path / "t.snap"
-    path.write_bytes(encode(b"NRTS", 2, _segment().to_obj()))
+    path.write_bytes(encode(b"NRTS", 3, _segment().to_obj()))
     seg, dropped = read_snapshot(path)
     assert not dropped
     assert seg is not None
@@ -339,9 +346,9 @@ def test_a_snapshot_that_cannot_be_read_is_said_and_left_in_place(
     [
         b"NRTS damaged",
         encode(b"NRTS", 1, {"old": 1}),  # the format before: rebuilt, not misread
-        encode(b"NRTS", 3, {"new": 1}),
+        encode(b"NRTS", 4, {"new": 1}),
         encode(b"NRCK", 2, {"segment": 1}),  # another kind of file
-        encode(b"NRTS", 2, {"segment": "not one"}),
+        encode(b"NRTS", 3, {"segment": "not one"}),
     ],
 )
 def test_a_damaged_snapshot_is_dropped_deleted_and_said(
