@@ -7,9 +7,11 @@
  * __missing__ expands a run seen for the first time); each word's file id, in order of first
  * appearance; and each chunk's (word, count, count in its first line) pairs in ascending file id.
  *
- * The word rule itself stays in Python: a run this memo has not seen is looked up in the table
- * (which expands it the first time), and its code is kept here, keyed by the run's bytes, so
- * that a run seen again costs a hash and a compare rather than a bytes object and a dict lookup.
+ * A run this memo has not seen is looked up in the table; a run the table has not seen either is
+ * expanded here when it is ASCII (ascii_words: the word rule of retrieval/words.py, its words
+ * numbered into the table as WordTable.__missing__ numbers them), else by the table's
+ * __missing__. Its code is kept here, keyed by the run's bytes, so that a run seen again costs
+ * a hash and a compare rather than a bytes object and a dict lookup.
  * A Memo belongs to one WordTable (retrieval/words.py keeps it beside the table, which is one a
  * thread) and is dropped with it. Runs longer than the table keeps are not kept here either.
  *
@@ -296,6 +298,255 @@ static int is_space(unsigned char c) {
     return c == ' ' || (c >= 0x09 && c <= 0x0D);
 }
 
+/* The word rule of retrieval/words.py for a run of ASCII bytes, done here without a call into
+ * Python: what WordTable.__missing__ gives a run of [A-Za-z0-9_-] seen for the first time.
+ *
+ * The run's tokens are those of words._TOKEN (runs of [A-Za-z0-9_] in which a single "-" may
+ * join two; a double "-" or one at either end separates them), each stripped of "_" and "-" at
+ * both ends (words._expand). A token gives, lowercased, each once, in this order
+ * (words._expand_ascii): itself whole, unless past MAX_WORD_BYTES; then, when it holds "_" or
+ * "-", each of its parts split at them ("" left out, and a part past MAX_WORD_BYTES left out with
+ * its pieces); and after each part (or after the whole, for a token of one part, which gives
+ * nothing at all past MAX_WORD_BYTES) its camel-case pieces (words._ASCII_CAMEL). The tokens'
+ * words follow each other, a word that two tokens give given twice (``a--a``).
+ *
+ * Each word's id is found in table.word_id or appended (to table.words and table.word_id), in
+ * that order; two or more ids are appended to table.multi as a tuple; no id is NO_WORDS; and the
+ * code is kept in the table as __missing__ keeps it (runs up to MAX_KEPT_RUN). 1 when done (*code
+ * set), 0 when the run is not for this rule (a byte past ASCII, a run past MAX_RULE_RUN, a token
+ * of more than MAX_TOKEN_WORDS words: __missing__ expands those), -1 on an error.
+ * tests/test_words_native.py holds this to __missing__ on runs made to find its edges. */
+#define MAX_WORD_BYTES 64   /* retrieval.words.MAX_WORD_BYTES */
+#define MAX_RULE_RUN 1024   /* a longer run is left to __missing__ (and kept by neither memo) */
+#define MAX_TOKEN_WORDS 256 /* the words of one token are compared pairwise: at most this many */
+#define MAX_RUN_WORDS 512   /* the words of all a run's tokens */
+
+static int word_id_of(const unsigned char *w, size_t n, PyObject *words, PyObject *word_id,
+                      long long *out) {
+    PyObject *word = PyUnicode_DecodeASCII((const char *)w, (Py_ssize_t)n, NULL);
+    if (!word) return -1;
+    PyObject *got = PyDict_GetItemWithError(word_id, word); /* borrowed */
+    if (got) {
+        *out = PyLong_AsLongLong(got);
+        Py_DECREF(word);
+        return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+    }
+    if (PyErr_Occurred()) { Py_DECREF(word); return -1; }
+    Py_ssize_t id = PyList_GET_SIZE(words);
+    PyObject *idobj = PyLong_FromSsize_t(id);
+    if (!idobj) { Py_DECREF(word); return -1; }
+    int rc = PyDict_SetItem(word_id, word, idobj) < 0 || PyList_Append(words, word) < 0 ? -1 : 0;
+    Py_DECREF(idobj);
+    Py_DECREF(word);
+    *out = id;
+    return rc;
+}
+
+static inline int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
+static inline int is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
+static inline int is_lower_or_digit(unsigned char c) {
+    return is_lower(c) || (c >= '0' && c <= '9');
+}
+static inline int is_word_byte(unsigned char c) {
+    return is_upper(c) || is_lower_or_digit(c) || c == '_';
+}
+
+/* The words found so far: (start, length) in the lowercased run; a token's begin at `first`. */
+typedef struct {
+    uint16_t start[MAX_RUN_WORDS], len[MAX_RUN_WORDS];
+    size_t n, first;
+    const unsigned char *low;
+} Found;
+
+/* low[s:s+l] added unless the token gave it already: 1, or 0 when past a bound. */
+static int found_add(Found *f, size_t s, size_t l) {
+    for (size_t k = f->first; k < f->n; k++)
+        if (f->len[k] == l && memcmp(f->low + f->start[k], f->low + s, l) == 0) return 1;
+    if (f->n - f->first >= MAX_TOKEN_WORDS || f->n >= MAX_RUN_WORDS) return 0;
+    f->start[f->n] = (uint16_t)s;
+    f->len[f->n] = (uint16_t)l;
+    f->n++;
+    return 1;
+}
+
+/* The camel-case pieces of the part r[a:b] (letters and digits), as words._ASCII_CAMEL finds
+ * them: capitals that end before a capital and a lowercase letter that is not a lone plural "s";
+ * else capitals, if any, then lowercase letters and digits; else capitals. */
+static int camel_pieces(Found *f, const unsigned char *r, size_t a, size_t b) {
+    size_t i = a;
+    while (i < b) {
+        size_t k = i;
+        if (is_upper(r[i])) {
+            size_t j = i;
+            while (j < b && is_upper(r[j])) j++;
+            if (j - i >= 2 && j < b && is_lower(r[j]) &&
+                !(r[j] == 's' && (j + 1 == b || !is_lower(r[j + 1])))) {
+                k = j - 1; /* all the capitals but the last, which begins the next piece */
+            } else {
+                k = j;
+                while (k < b && is_lower_or_digit(r[k])) k++;
+            }
+        } else {
+            while (k < b && is_lower_or_digit(r[k])) k++;
+        }
+        if (!found_add(f, i, k - i)) return 0;
+        i = k;
+    }
+    return 1;
+}
+
+/* The words of the token r[a:b] (stripped, non-empty) added: 1, or 0 when past a bound. */
+static int token_words(Found *f, const unsigned char *r, size_t a, size_t b) {
+    int sep = 0, upper = 0;
+    for (size_t i = a; i < b; i++) {
+        sep |= r[i] == '_' || r[i] == '-';
+        upper |= is_upper(r[i]);
+    }
+    f->first = f->n;
+    if (!sep) {
+        if (b - a > MAX_WORD_BYTES) return 1;
+        if (!found_add(f, a, b - a)) return 0;
+        return upper ? camel_pieces(f, r, a, b) : 1;
+    }
+    if (b - a <= MAX_WORD_BYTES && !found_add(f, a, b - a)) return 0;
+    for (size_t p = a; p < b;) {
+        size_t q = p;
+        while (q < b && r[q] != '_' && r[q] != '-') q++;
+        if (q > p && q - p <= MAX_WORD_BYTES) {
+            if (!found_add(f, p, q - p)) return 0;
+            int part_upper = 0;
+            for (size_t i = p; i < q; i++) part_upper |= is_upper(r[i]);
+            if (part_upper && !camel_pieces(f, r, p, q)) return 0;
+        }
+        p = q + 1;
+    }
+    return 1;
+}
+
+static int ascii_words(PyObject *table, PyObject *key, const unsigned char *run, size_t n,
+                       PyObject *words, PyObject *word_id, int64_t *code) {
+    if (n == 0 || n > MAX_RULE_RUN) return 0;
+    unsigned char low[MAX_RULE_RUN];
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = run[i];
+        if (!is_word_byte(c) && c != '-') return 0;
+        low[i] = is_upper(c) ? (unsigned char)(c + ('a' - 'A')) : c;
+    }
+    Found *f = malloc(sizeof(Found));
+    if (!f) { PyErr_NoMemory(); return -1; }
+    f->n = f->first = 0;
+    f->low = low;
+    /* The tokens of words._TOKEN: \w+(?:-\w+)*, each then stripped of "_" and "-". */
+    for (size_t p = 0; p < n;) {
+        if (!is_word_byte(run[p])) { p++; continue; }
+        size_t e = p;
+        for (;;) {
+            while (e < n && is_word_byte(run[e])) e++;
+            if (e + 1 < n && run[e] == '-' && is_word_byte(run[e + 1])) e++;
+            else break;
+        }
+        size_t a = p, b = e;
+        while (a < b && (run[a] == '_' || run[a] == '-')) a++;
+        while (b > a && (run[b - 1] == '_' || run[b - 1] == '-')) b--;
+        if (a < b && !token_words(f, run, a, b)) { free(f); return 0; }
+        p = e;
+    }
+    long long ids[MAX_RUN_WORDS];
+    size_t ni = f->n;
+    for (size_t k = 0; k < ni; k++) {
+        if (word_id_of(low + f->start[k], f->len[k], words, word_id, &ids[k]) < 0) {
+            free(f);
+            return -1;
+        }
+    }
+    free(f);
+    long long v = -1; /* retrieval.words.NO_WORDS */
+    if (ni == 1) {
+        v = ids[0];
+    } else if (ni > 1) {
+        PyObject *multi = table_multi(table);
+        if (!multi) return -1;
+        PyObject *tup = PyTuple_New((Py_ssize_t)ni);
+        if (!tup) { Py_DECREF(multi); return -1; }
+        for (size_t k = 0; k < ni; k++) {
+            PyObject *o = PyLong_FromLongLong(ids[k]);
+            if (!o) { Py_DECREF(tup); Py_DECREF(multi); return -1; }
+            PyTuple_SET_ITEM(tup, (Py_ssize_t)k, o);
+        }
+        v = -2 - (long long)PyList_GET_SIZE(multi);
+        int rc = PyList_Append(multi, tup);
+        Py_DECREF(tup);
+        Py_DECREF(multi);
+        if (rc < 0) return -1;
+    }
+    if (n <= MAX_KEPT_RUN) {
+        PyObject *cobj = PyLong_FromLongLong(v);
+        if (!cobj) return -1;
+        int rc = PyDict_SetItem(table, key, cobj);
+        Py_DECREF(cobj);
+        if (rc < 0) return -1;
+    }
+    *code = v;
+    return 1;
+}
+
+/* The code of a run the memo does not keep: the table's (a dict lookup, no call into Python),
+ * else the word rule's for an ASCII run (ascii_words), else the table's own lookup, whose
+ * __missing__ expands the run. words and word_id are the table's, fetched by the caller (NULL
+ * when the table is not a dict with them: then only its own lookup is asked). -1 with the error
+ * set, else 0. */
+static int table_code(PyObject *table, const unsigned char *run, size_t n, PyObject *words,
+                      PyObject *word_id, int64_t *code) {
+    PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
+    if (!key) return -1;
+    long long v = 0;
+    int done_here = 0;
+    if (words) {
+        PyObject *got = PyDict_GetItemWithError(table, key); /* borrowed */
+        if (got) {
+            v = PyLong_AsLongLong(got);
+            done_here = 1;
+        } else if (!PyErr_Occurred()) {
+            int64_t c64 = 0;
+            done_here = ascii_words(table, key, run, n, words, word_id, &c64);
+            v = c64;
+        }
+    }
+    if (done_here == 0 && !PyErr_Occurred()) {
+        PyObject *got = PyObject_GetItem(table, key); /* __missing__ expands the run */
+        if (got) {
+            v = PyLong_AsLongLong(got);
+            Py_DECREF(got);
+        }
+    }
+    Py_DECREF(key);
+    if (PyErr_Occurred()) return -1;
+    *code = v;
+    return 0;
+}
+
+/* The table's words and word_id into *words, *word_id (new references), when the table is a
+ * dict and they are a list and a dict; else both NULL (the table's own lookups are asked). -1
+ * with the error set when fetching one fails otherwise than by its absence. */
+static int table_lists(PyObject *table, PyObject **words, PyObject **word_id) {
+    *words = *word_id = NULL;
+    if (!PyDict_Check(table)) return 0;
+    PyObject *w = PyObject_GetAttrString(table, "words");
+    PyObject *d = w ? PyObject_GetAttrString(table, "word_id") : NULL;
+    if (w && d && PyList_Check(w) && PyDict_Check(d)) {
+        *words = w;
+        *word_id = d;
+        return 0;
+    }
+    Py_XDECREF(w);
+    Py_XDECREF(d);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+    }
+    return 0;
+}
+
 /* scan(table, tdata, bounds, first_ends, def_chunk, def_word)
  *   -> (distinct, offsets, word, body, first), each bytes of native int64.
  * bounds: n_chunks + 1 byte offsets into tdata; first_ends: n_chunks offsets (a chunk's first
@@ -365,6 +616,8 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
     Ids distinct = {0};
     int64_t *order = NULL, *per = NULL, *offsets = NULL, *pw = NULL, *pb = NULL, *pf = NULL;
     int64_t *cnt = NULL, *cnt_first = NULL, *touched = NULL;
+    PyObject *words = NULL, *word_id = NULL; /* the table's, fetched at the first new run */
+    int fetched = 0;
 
     if (bounds.len % 8 || first_ends.len % 8 || def_chunk.len % 8 || def_word.len % 8 ||
         bounds.len < 8 || def_chunk.len != def_word.len) {
@@ -404,15 +657,11 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
             int64_t code = 0;
             int found = memo_find(m, run, n, h, &code);
             if (!found) {
-                PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
-                if (!key) goto done;
-                PyObject *got = PyObject_GetItem(table, key);
-                Py_DECREF(key);
-                if (!got) goto done;
-                long long v = PyLong_AsLongLong(got);
-                Py_DECREF(got);
-                if (v == -1 && PyErr_Occurred()) goto done;
-                code = v;
+                if (!fetched) {
+                    if (table_lists(table, &words, &word_id) < 0) goto done;
+                    fetched = 1;
+                }
+                if (table_code(table, run, n, words, word_id, &code) < 0) goto done;
                 if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
             }
             if (code >= 0) {
@@ -433,10 +682,10 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
     }
     Py_ssize_t n_table_words = 0;
     if (n_def) {
-        PyObject *words = PyObject_GetAttrString(table, "words");
-        if (!words) goto done;
-        n_table_words = PyObject_Length(words);
-        Py_DECREF(words);
+        PyObject *tw = PyObject_GetAttrString(table, "words");
+        if (!tw) goto done;
+        n_table_words = PyObject_Length(tw);
+        Py_DECREF(tw);
         if (n_table_words < 0) goto done;
     }
     for (size_t i = 0; i < n_def; i++) {
@@ -500,6 +749,8 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
                            bytes_of(offsets, n_chunks + 1), bytes_of(pw, n_pairs),
                            bytes_of(pb, n_pairs), bytes_of(pf, n_pairs));
 done:
+    Py_XDECREF(words);
+    Py_XDECREF(word_id);
     PyBuffer_Release(&data);
     PyBuffer_Release(&bounds);
     PyBuffer_Release(&first_ends);
