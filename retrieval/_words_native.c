@@ -772,6 +772,148 @@ done:
     return result;
 }
 
+/* definition_terms(table, names, prefix) -> (ids, counts), each bytes of native int64: the
+ * definition terms of defined names (retrieval.analyze._definition_ids, in one call for a file's
+ * names). names: a list of bytes; for each, its runs (its bytes translated as
+ * retrieval.words.translate does, cut as bytes.split() cuts them) are looked up as scan() looks
+ * them up, and each word of each run gives the term prefix + word, found in table.word_id or
+ * appended to table.words and table.word_id right after the run's own words; a name's terms are
+ * kept once each, in order of first appearance, as a tuple in table.defined (a name found there
+ * is not looked at again). ids holds the names' terms one name after another, counts how many
+ * each has. */
+static PyObject *Memo_definition_terms(Memo *m, PyObject *args) {
+    PyObject *table, *names, *prefix;
+    if (!PyArg_ParseTuple(args, "O!O!U:definition_terms", &PyDict_Type, &table, &PyList_Type,
+                          &names, &prefix))
+        return NULL;
+    PyObject *result = NULL, *words = NULL, *word_id = NULL, *defined = NULL;
+    Ids out = {0}, terms = {0};
+    unsigned char *buf = NULL;
+    size_t buf_cap = 0;
+    Py_ssize_t n_names = PyList_GET_SIZE(names);
+    int64_t *counts = malloc((size_t)(n_names ? n_names : 1) * sizeof(int64_t));
+    if (!counts) { PyErr_NoMemory(); goto done; }
+    if (table_lists(table, &words, &word_id) < 0) goto done;
+    defined = PyObject_GetAttrString(table, "defined");
+    if (!defined) goto done;
+    if (!words || !PyDict_Check(defined)) {
+        PyErr_SetString(PyExc_TypeError, "definition_terms: the table's words, word_id and "
+                                         "defined are a list and two dicts");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_names; i++) {
+        PyObject *name = PyList_GET_ITEM(names, i);
+        if (!PyBytes_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "definition_terms: a name is not bytes");
+            goto done;
+        }
+        size_t before = out.n;
+        PyObject *got = PyDict_GetItemWithError(defined, name); /* borrowed */
+        if (!got && PyErr_Occurred()) goto done;
+        if (got && !PyTuple_Check(got)) {
+            PyErr_SetString(PyExc_TypeError, "definition_terms: a defined name's terms are not "
+                                             "a tuple");
+            goto done;
+        }
+        if (!got) {
+            /* The name's terms, found in order: `terms` holds them once each (the stamps of a
+             * call of their own mark the ones already there). */
+            m->call++;
+            terms.n = 0;
+            size_t len = (size_t)PyBytes_GET_SIZE(name);
+            const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(name);
+            if (grow((void **)&buf, &buf_cap, len + 1, 1) < 0) goto done;
+            for (size_t k = 0; k < len; k++) {
+                unsigned char c = raw[k];
+                buf[k] = (is_word_byte(c) || c == '-' || c >= 0x80) ? c : ' ';
+            }
+            for (size_t p = 0; p < len;) {
+                if (is_space(buf[p])) { p++; continue; }
+                size_t s0 = p;
+                while (p < len && !is_space(buf[p])) p++;
+                size_t n = p - s0;
+                uint64_t h = hash_bytes(buf + s0, n);
+                int64_t code = 0;
+                if (!memo_find(m, buf + s0, n, h, &code)) {
+                    if (table_code(table, buf + s0, n, words, word_id, &code) < 0) goto done;
+                    if (n <= MAX_KEPT_RUN && memo_put(m, h, buf + s0, n, code) < 0) goto done;
+                }
+                int64_t one = code, n_ids = 1;
+                const int64_t *ids = &one;
+                if (code == -1) continue;
+                if (code <= -2) {
+                    size_t mk = (size_t)(-2 - code);
+                    if (mk >= m->m_count && memo_sync_multi(m, table, mk) < 0) goto done;
+                    ids = m->m_flat + m->m_start[mk];
+                    n_ids = m->m_size[mk];
+                }
+                for (int64_t k = 0; k < n_ids; k++) {
+                    if (ids[k] < 0 || ids[k] >= PyList_GET_SIZE(words)) {
+                        PyErr_SetString(PyExc_ValueError, "definition_terms: a word id is out "
+                                                          "of range");
+                        goto done;
+                    }
+                    PyObject *term = PyUnicode_Concat(prefix, PyList_GET_ITEM(words, ids[k]));
+                    if (!term) goto done;
+                    long long j = 0;
+                    PyObject *at = PyDict_GetItemWithError(word_id, term); /* borrowed */
+                    if (at) {
+                        j = PyLong_AsLongLong(at);
+                    } else if (!PyErr_Occurred()) {
+                        j = PyList_GET_SIZE(words);
+                        PyObject *jobj = PyLong_FromLongLong(j);
+                        if (!jobj || PyDict_SetItem(word_id, term, jobj) < 0 ||
+                            PyList_Append(words, term) < 0) {
+                            Py_XDECREF(jobj);
+                            Py_DECREF(term);
+                            goto done;
+                        }
+                        Py_DECREF(jobj);
+                    }
+                    Py_DECREF(term);
+                    if (PyErr_Occurred()) goto done;
+                    if (file_id(m, (int64_t)j, &terms) < 0) goto done;
+                }
+            }
+            PyObject *tup = PyTuple_New((Py_ssize_t)terms.n);
+            if (!tup) goto done;
+            for (size_t k = 0; k < terms.n; k++) {
+                PyObject *o = PyLong_FromLongLong(terms.ids[k]);
+                if (!o) { Py_DECREF(tup); goto done; }
+                PyTuple_SET_ITEM(tup, (Py_ssize_t)k, o);
+            }
+            int rc = PyDict_SetItem(defined, name, tup);
+            Py_DECREF(tup);
+            if (rc < 0) goto done;
+            got = PyDict_GetItemWithError(defined, name);
+            if (!got) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "definition_terms: a name kept is gone");
+                goto done;
+            }
+        }
+        Py_ssize_t nt = PyTuple_GET_SIZE(got);
+        if (grow((void **)&out.ids, &out.cap, out.n + (size_t)nt, sizeof(int64_t)) < 0) goto done;
+        for (Py_ssize_t k = 0; k < nt; k++) {
+            long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(got, k));
+            if (v == -1 && PyErr_Occurred()) goto done;
+            out.ids[out.n++] = v;
+        }
+        counts[i] = (int64_t)(out.n - before);
+    }
+    result = Py_BuildValue("(NN)", bytes_of(out.ids ? out.ids : counts, out.n),
+                           bytes_of(counts, (size_t)n_names));
+done:
+    Py_XDECREF(words);
+    Py_XDECREF(word_id);
+    Py_XDECREF(defined);
+    free(out.ids);
+    free(terms.ids);
+    free(buf);
+    free(counts);
+    return result;
+}
+
 #include "_fold_native.h" /* the fold's calls: count_texts, blob_hints, postings_bytes */
 
 static PyMethodDef Memo_methods[] = {
@@ -781,6 +923,9 @@ static PyMethodDef Memo_methods[] = {
     {"count_texts", (PyCFunction)Memo_count_texts, METH_VARARGS,
      "count_texts(table, tdata, bounds) -> (distinct, offsets, word, count): the words of many "
      "texts and their counts, each as bytes of native int64."},
+    {"definition_terms", (PyCFunction)Memo_definition_terms, METH_VARARGS,
+     "definition_terms(table, names, prefix) -> (ids, counts): the definition terms of defined "
+     "names and how many each has, each as bytes of native int64."},
     {"size", (PyCFunction)Memo_len, METH_NOARGS, "How many runs the memo holds."},
     {NULL, NULL, 0, NULL},
 };

@@ -449,15 +449,23 @@ def _pairs_native(
     """Steps 2 and 3 of :func:`analyze` in the compiled pass (retrieval/_words_native.c).
 
     The definition terms are looked up before the runs rather than after: the table may number
-    its words in another order, which no record shows (a record names its words by string)."""
-    def_chunk, def_word = _definitions(data, bounds, table, native=True)
+    its words in another order, which no record shows (a record names its words by string).
+    They are the pass's too (``Memo.definition_terms``: :func:`_definition_ids` for all the
+    file's names in one call)."""
+    def_chunk = def_word = b""
+    found = _definitions_utf8(data, native=True)
+    if found:
+        at = np.fromiter((at for at, _ in found), dtype=np.int64, count=len(found))
+        def_word, counts = memo.definition_terms(table, [name for _, name in found], DEFINED)
+        chunk_of = np.searchsorted(bounds[:-1], at, side="right") - 1
+        def_chunk = np.repeat(chunk_of, np.frombuffer(counts, dtype=np.int64)).tobytes()
     distinct, offsets, word, body, first = memo.scan(
         table,
         tdata,
         bounds.astype(np.int64).tobytes(),
         first_ends.astype(np.int64).tobytes(),
-        np.asarray(def_chunk, dtype=np.int64).tobytes(),
-        np.asarray(def_word, dtype=np.int64).tobytes(),
+        def_chunk,
+        def_word,
     )
     if not distinct:
         return _wordless(len(starts), starts, ends)

@@ -15,6 +15,7 @@ import random
 import numpy as np
 import pytest
 from nodwyn_retrieval.retrieval import analyze as A
+from nodwyn_retrieval.retrieval.chunks import DEFINED
 from nodwyn_retrieval.retrieval.words import MAX_WORD_BYTES, NO_WORDS, WordTable, translate
 
 native = pytest.importorskip("nodwyn_retrieval.retrieval._words_native")
@@ -167,3 +168,38 @@ def test_a_file_of_hostile_names_is_one_record_through_both_paths() -> None:
         W._local.table = saved
     assert msgpack.packb(a.to_obj()) == msgpack.packb(b.to_obj())
     assert sorted(native_table.words) == sorted(python_table.words)
+
+    def terms(table: WordTable) -> dict[bytes, list[str]]:
+        return {name: [table.words[i] for i in ids] for name, ids in table.defined.items()}
+
+    assert terms(native_table) == terms(python_table)
+    assert native_table.defined  # the file defines names, and both paths kept their terms
+
+
+def test_definition_terms_of_names_as_the_python_path_gives_them() -> None:
+    """Memo.definition_terms: each name's terms once each, in order, kept in table.defined; a
+    name asked again is answered from there."""
+    names = [b"getURLs_for", b"a--a", b"x.y", b"___", b"caf\xc3\xa9Bar", b"getURLs_for"]
+    table = WordTable()
+    ids, counts = native.Memo().definition_terms(table, names, DEFINED)
+    got = np.frombuffer(ids, dtype=np.int64).tolist()
+    sizes = np.frombuffer(counts, dtype=np.int64).tolist()
+    assert sizes == [5, 1, 2, 0, 3, 5]
+    first = [">geturls_for", ">geturls", ">get", ">urls", ">for"]
+    assert [table.words[i] for i in got[:5]] == first
+    assert [table.words[i] for i in got[5:8]] == [">a", ">x", ">y"]
+    assert [table.words[i] for i in got[8:11]] == [">cafébar", ">café", ">bar"]
+    assert got[11:] == got[:5]
+    reference = WordTable()
+    for name in names:
+        A._definition_ids(name, reference)
+    assert table.words == reference.words
+    assert table.defined == reference.defined
+
+
+def test_definition_terms_refuses_what_is_not_a_name() -> None:
+    table = WordTable()
+    with pytest.raises(TypeError, match="a name is not bytes"):
+        native.Memo().definition_terms(table, ["text"], DEFINED)
+    with pytest.raises(TypeError):
+        native.Memo().definition_terms(table, (b"x",), DEFINED)
