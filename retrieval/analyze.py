@@ -365,8 +365,10 @@ def analyze(text: str) -> FileRecord:
 
     Steps 2 and 3 run in one compiled pass (``retrieval/_words_native.c``) when the package was
     installed with it, and otherwise in Python with ``bytes.split``, a C-level ``map`` over the
-    table and numpy; the two give the same record (tests/test_words_native.py). The words of a
-    run seen for the first time are the table's in both, so the word rule has one definition.
+    table and numpy; the two give the same record (tests/test_words_native.py). A run seen for
+    the first time is expanded by the table (retrieval/words.py) on the Python path, and by the
+    compiled pass's own copy of the rule when it is ASCII; both number its words into the same
+    table the same way (tests/test_words_native_rule.py holds them to each other).
     """
     return _analyze(text, native=NATIVE)
 
