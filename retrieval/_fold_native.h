@@ -3,123 +3,11 @@
  * own functions (this file uses them: the slots, the arena, file ids) and before the tables of
  * methods that name these calls:
  *
- *   Memo.count_texts: the words of many texts in one call, with the memo shared with scan();
+ *   Memo.count_texts: the words of many texts in one call, with the memo shared with scan() and
+ *                     the word rule of an ASCII run (ascii_words) with it;
  *   blob_hints:       which texts may hold a blob (retrieval.blobs.may_hold_blobs);
  *   postings_bytes:   a .mem's postings section.
  */
-/* The code of a run seen for the first time, when it is lowercase ASCII: what the first two
- * branches of retrieval.words.WordTable.__missing__ give, done here without a call into Python.
- * One word: a run of [a-z0-9] up to MAX_WORD_BYTES (bytes.isalnum() and (islower() or
- * isdigit()) hold exactly for those). snake_case: any other run of [a-z0-9_] holding a letter
- * (isascii() and islower() and no "-"): the run stripped of "_" at both ends, then its parts
- * split at each "_", each once, in that order, "" left out, and those past MAX_WORD_BYTES left
- * out when the stripped run is past it. Each word's id is found in table.word_id or appended
- * (to table.words and table.word_id); two or more ids are appended to table.multi as a tuple;
- * the code is kept in the table as __missing__ keeps it. 1 when done (*code set), 0 when the run
- * is none of these (the table's own lookup expands it), -1 on an error.
- * tests/test_mem_fold_native.py holds this to __missing__ on such runs and the runs beside them. */
-#define MAX_WORD_BYTES 64 /* retrieval.words.MAX_WORD_BYTES */
-#define MAX_PARTS 64      /* a run of more parts is left to __missing__ */
-
-static int word_id_of(const unsigned char *w, size_t n, PyObject *words, PyObject *word_id,
-                      long long *out) {
-    PyObject *word = PyUnicode_DecodeASCII((const char *)w, (Py_ssize_t)n, NULL);
-    if (!word) return -1;
-    PyObject *got = PyDict_GetItemWithError(word_id, word); /* borrowed */
-    if (got) {
-        *out = PyLong_AsLongLong(got);
-        Py_DECREF(word);
-        return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-    }
-    if (PyErr_Occurred()) { Py_DECREF(word); return -1; }
-    Py_ssize_t id = PyList_GET_SIZE(words);
-    PyObject *idobj = PyLong_FromSsize_t(id);
-    if (!idobj) { Py_DECREF(word); return -1; }
-    int rc = PyDict_SetItem(word_id, word, idobj) < 0 || PyList_Append(words, word) < 0 ? -1 : 0;
-    Py_DECREF(idobj);
-    Py_DECREF(word);
-    *out = id;
-    return rc;
-}
-
-static int lower_word(PyObject *table, PyObject *key, const unsigned char *run, size_t n,
-                      PyObject *words, PyObject *word_id, int64_t *code) {
-    if (n == 0) return 0;
-    int letter = 0, under = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = run[i];
-        if (c >= 'a' && c <= 'z') letter = 1;
-        else if (c == '_') under = 1;
-        else if (!(c >= '0' && c <= '9')) return 0;
-    }
-    long long v = -1;
-    if (!under && n <= MAX_WORD_BYTES) {
-        if (word_id_of(run, n, words, word_id, &v) < 0) return -1;
-    } else if (letter) {
-        size_t a = 0, b = n;
-        while (a < b && run[a] == '_') a++;
-        while (b > a && run[b - 1] == '_') b--;
-        /* the words, as (start, length): the stripped run, then its parts */
-        size_t ws[MAX_PARTS + 1], wl[MAX_PARTS + 1], nw = 0;
-        ws[nw] = a;
-        wl[nw++] = b - a;
-        size_t p = a;
-        for (;;) {
-            size_t q = p;
-            while (q < b && run[q] != '_') q++;
-            if (q > p) { /* "" is left out */
-                int seen = 0;
-                for (size_t k = 0; k < nw && !seen; k++)
-                    seen = wl[k] == q - p && memcmp(run + ws[k], run + p, q - p) == 0;
-                if (!seen) {
-                    if (nw > MAX_PARTS) return 0;
-                    ws[nw] = p;
-                    wl[nw++] = q - p;
-                }
-            }
-            if (q >= b) break;
-            p = q + 1;
-        }
-        int long_token = b - a > MAX_WORD_BYTES;
-        long long ids[MAX_PARTS + 1];
-        size_t ni = 0;
-        for (size_t k = 0; k < nw; k++) {
-            if (long_token && wl[k] > MAX_WORD_BYTES) continue;
-            if (word_id_of(run + ws[k], wl[k], words, word_id, &ids[ni]) < 0) return -1;
-            ni++;
-        }
-        if (ni == 1) {
-            v = ids[0];
-        } else if (ni > 1) {
-            PyObject *multi = table_multi(table);
-            if (!multi) return -1;
-            PyObject *tup = PyTuple_New((Py_ssize_t)ni);
-            if (!tup) { Py_DECREF(multi); return -1; }
-            for (size_t k = 0; k < ni; k++) {
-                PyObject *o = PyLong_FromLongLong(ids[k]);
-                if (!o) { Py_DECREF(tup); Py_DECREF(multi); return -1; }
-                PyTuple_SET_ITEM(tup, (Py_ssize_t)k, o);
-            }
-            v = -2 - (long long)PyList_GET_SIZE(multi);
-            int rc = PyList_Append(multi, tup);
-            Py_DECREF(tup);
-            Py_DECREF(multi);
-            if (rc < 0) return -1;
-        }
-    } else {
-        return 0; /* digits and "_" only, or a long run of [a-z0-9]: __missing__'s other branch */
-    }
-    if (n <= MAX_KEPT_RUN) {
-        PyObject *cobj = PyLong_FromLongLong(v);
-        if (!cobj) return -1;
-        int rc = PyDict_SetItem(table, key, cobj);
-        Py_DECREF(cobj);
-        if (rc < 0) return -1;
-    }
-    *code = v;
-    return 1;
-}
-
 /* count_texts(table, tdata, bounds) -> (distinct, offsets, word, count), each bytes of native
  * int64: the words of many texts in one call (store.mem_fold). bounds: n_texts + 1 byte offsets
  * into tdata (translated as retrieval.words.translate does); each text's runs are cut as
@@ -178,29 +66,7 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
             int64_t code = 0;
             int found = memo_find(m, run, n, h, &code);
             if (!found) {
-                PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
-                if (!key) goto done;
-                PyObject *got = PyDict_GetItemWithError(table, key); /* borrowed */
-                long long v = 0;
-                int done_here = 0;
-                if (got) {
-                    v = PyLong_AsLongLong(got);
-                    done_here = 1;
-                } else if (!PyErr_Occurred()) {
-                    int64_t c64 = 0;
-                    done_here = lower_word(table, key, run, n, words, word_id, &c64);
-                    v = c64;
-                }
-                if (done_here == 0 && !PyErr_Occurred()) {
-                    got = PyObject_GetItem(table, key); /* __missing__ expands the run */
-                    if (got) {
-                        v = PyLong_AsLongLong(got);
-                        Py_DECREF(got);
-                    }
-                }
-                Py_DECREF(key);
-                if (PyErr_Occurred()) goto done;
-                code = v;
+                if (table_code(table, run, n, words, word_id, &code) < 0) goto done;
                 if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
             }
             int64_t one[1];

@@ -7,9 +7,12 @@
  * __missing__ expands a run seen for the first time); each word's file id, in order of first
  * appearance; and each chunk's (word, count, count in its first line) pairs in ascending file id.
  *
- * The word rule itself stays in Python: a run this memo has not seen is looked up in the table
- * (which expands it the first time), and its code is kept here, keyed by the run's bytes, so
- * that a run seen again costs a hash and a compare rather than a bytes object and a dict lookup.
+ * A run this memo has not seen is looked up in the table; a run the table has not seen either is
+ * expanded here when it is ASCII (ascii_words, in retrieval/_words_rule.h, included below with
+ * the definition terms' call: the word rule of retrieval/words.py, its words
+ * numbered into the table as WordTable.__missing__ numbers them), else by the table's
+ * __missing__. Its code is kept here, keyed by the run's bytes, so that a run seen again costs
+ * a hash and a compare rather than a bytes object and a dict lookup.
  * A Memo belongs to one WordTable (retrieval/words.py keeps it beside the table, which is one a
  * thread) and is dropped with it. Runs longer than the table keeps are not kept here either.
  *
@@ -354,6 +357,8 @@ static Py_ssize_t cut_runs(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssi
     return (Py_ssize_t)nr;
 }
 
+#include "_words_rule.h" /* the word rule of an ASCII run, and the definition terms */
+
 static PyObject *Memo_scan(Memo *m, PyObject *args) {
     PyObject *table;
     Py_buffer data = {0}, bounds = {0}, first_ends = {0}, def_chunk = {0}, def_word = {0};
@@ -365,6 +370,8 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
     Ids distinct = {0};
     int64_t *order = NULL, *per = NULL, *offsets = NULL, *pw = NULL, *pb = NULL, *pf = NULL;
     int64_t *cnt = NULL, *cnt_first = NULL, *touched = NULL;
+    PyObject *words = NULL, *word_id = NULL; /* the table's, fetched at the first new run */
+    int fetched = 0;
 
     if (bounds.len % 8 || first_ends.len % 8 || def_chunk.len % 8 || def_word.len % 8 ||
         bounds.len < 8 || def_chunk.len != def_word.len) {
@@ -404,15 +411,11 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
             int64_t code = 0;
             int found = memo_find(m, run, n, h, &code);
             if (!found) {
-                PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
-                if (!key) goto done;
-                PyObject *got = PyObject_GetItem(table, key);
-                Py_DECREF(key);
-                if (!got) goto done;
-                long long v = PyLong_AsLongLong(got);
-                Py_DECREF(got);
-                if (v == -1 && PyErr_Occurred()) goto done;
-                code = v;
+                if (!fetched) {
+                    if (table_lists(table, &words, &word_id) < 0) goto done;
+                    fetched = 1;
+                }
+                if (table_code(table, run, n, words, word_id, &code) < 0) goto done;
                 if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
             }
             if (code >= 0) {
@@ -433,10 +436,10 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
     }
     Py_ssize_t n_table_words = 0;
     if (n_def) {
-        PyObject *words = PyObject_GetAttrString(table, "words");
-        if (!words) goto done;
-        n_table_words = PyObject_Length(words);
-        Py_DECREF(words);
+        PyObject *tw = PyObject_GetAttrString(table, "words");
+        if (!tw) goto done;
+        n_table_words = PyObject_Length(tw);
+        Py_DECREF(tw);
         if (n_table_words < 0) goto done;
     }
     for (size_t i = 0; i < n_def; i++) {
@@ -500,6 +503,8 @@ static PyObject *Memo_scan(Memo *m, PyObject *args) {
                            bytes_of(offsets, n_chunks + 1), bytes_of(pw, n_pairs),
                            bytes_of(pb, n_pairs), bytes_of(pf, n_pairs));
 done:
+    Py_XDECREF(words);
+    Py_XDECREF(word_id);
     PyBuffer_Release(&data);
     PyBuffer_Release(&bounds);
     PyBuffer_Release(&first_ends);
@@ -530,6 +535,9 @@ static PyMethodDef Memo_methods[] = {
     {"count_texts", (PyCFunction)Memo_count_texts, METH_VARARGS,
      "count_texts(table, tdata, bounds) -> (distinct, offsets, word, count): the words of many "
      "texts and their counts, each as bytes of native int64."},
+    {"definition_terms", (PyCFunction)Memo_definition_terms, METH_VARARGS,
+     "definition_terms(table, names, prefix) -> (ids, counts): the definition terms of defined "
+     "names and how many each has, each as bytes of native int64."},
     {"size", (PyCFunction)Memo_len, METH_NOARGS, "How many runs the memo holds."},
     {NULL, NULL, 0, NULL},
 };

@@ -21,6 +21,11 @@ class Memo:
         self, table: WordTable, tdata: bytes, bounds: bytes, /
     ) -> tuple[bytes, bytes, bytes, bytes]:
         """Many texts' (distinct table ids, offsets, word, count), each as native int64."""
+    def definition_terms(
+        self, table: WordTable, names: list[bytes], prefix: str, /
+    ) -> tuple[bytes, bytes]:
+        """The names' definition terms (table ids) one name after another, and how many each
+        has, each as native int64."""
     def size(self) -> int:
         """How many runs the memo holds."""
 

@@ -365,8 +365,10 @@ def analyze(text: str) -> FileRecord:
 
     Steps 2 and 3 run in one compiled pass (``retrieval/_words_native.c``) when the package was
     installed with it, and otherwise in Python with ``bytes.split``, a C-level ``map`` over the
-    table and numpy; the two give the same record (tests/test_words_native.py). The words of a
-    run seen for the first time are the table's in both, so the word rule has one definition.
+    table and numpy; the two give the same record (tests/test_words_native.py). A run seen for
+    the first time is expanded by the table (retrieval/words.py) on the Python path, and by the
+    compiled pass's own copy of the rule when it is ASCII; both number its words into the same
+    table the same way (tests/test_words_native_rule.py holds them to each other).
     """
     return _analyze(text, native=NATIVE)
 
@@ -449,15 +451,23 @@ def _pairs_native(
     """Steps 2 and 3 of :func:`analyze` in the compiled pass (retrieval/_words_native.c).
 
     The definition terms are looked up before the runs rather than after: the table may number
-    its words in another order, which no record shows (a record names its words by string)."""
-    def_chunk, def_word = _definitions(data, bounds, table, native=True)
+    its words in another order, which no record shows (a record names its words by string).
+    They are the pass's too (``Memo.definition_terms``: :func:`_definition_ids` for all the
+    file's names in one call)."""
+    def_chunk = def_word = b""
+    found = _definitions_utf8(data, native=True)
+    if found:
+        at = np.fromiter((at for at, _ in found), dtype=np.int64, count=len(found))
+        def_word, counts = memo.definition_terms(table, [name for _, name in found], DEFINED)
+        chunk_of = np.searchsorted(bounds[:-1], at, side="right") - 1
+        def_chunk = np.repeat(chunk_of, np.frombuffer(counts, dtype=np.int64)).tobytes()
     distinct, offsets, word, body, first = memo.scan(
         table,
         tdata,
         bounds.astype(np.int64).tobytes(),
         first_ends.astype(np.int64).tobytes(),
-        np.asarray(def_chunk, dtype=np.int64).tobytes(),
-        np.asarray(def_word, dtype=np.int64).tobytes(),
+        def_chunk,
+        def_word,
     )
     if not distinct:
         return _wordless(len(starts), starts, ends)

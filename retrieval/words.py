@@ -46,7 +46,9 @@ expanded once, through a bounded memo (:class:`WordTable`, one a thread), to ids
 words shared by every text, so that counting and indexing are C-level maps and numpy operations
 over ids rather than a Python loop over words. :func:`retrieval.analyze.analyze` does the split,
 the lookups and the counting of a file in one compiled pass where the package was built with it
-(``retrieval/_words_native.c``); a run that pass has not seen is still expanded here.
+(``retrieval/_words_native.c``), which also expands an ASCII run seen for the first time by this
+rule, written again in C and held to this module's (tests/test_words_native_rule.py); a run
+that is not ASCII is expanded here, and every run on the pure-Python path.
 """
 
 from __future__ import annotations
