@@ -98,12 +98,21 @@ def test_the_prefixes_scan_finds_every_match_each_rules_finditer_finds() -> None
 
 
 def test_a_literal_that_can_overlap_itself_or_another_is_not_scanned() -> None:
-    assert R._overlap_free(["SK", "pat", "key-"])
-    assert not R._overlap_free(["AAAA"])  # AAAAA holds it at 0 and 1
-    assert not R._overlap_free(["ab", "ba"])  # aba: ab at 0, ba at 1
-    assert not R._overlap_free(["abc", "b"])  # one inside another
-    assert not R._overlap_free(["abab"])  # ababab: at 0 and 2
+    assert R._overlap_free(["SK", "pat", "key-"]) is True
+    assert R._overlap_free(["AAAA"]) is False  # AAAAA holds it at 0 and 1
+    assert R._overlap_free(["ab", "ba"]) is False  # aba: ab at 0, ba at 1
+    assert R._overlap_free(["abc", "b"]) is False  # one inside another
+    assert R._overlap_free(["abab"]) is False  # ababab: at 0 and 2
     scanned = [R._DIRECT_PREFIX[k] for k in R._DIRECT_SCANNED]
     assert R._overlap_free(scanned)
     for k in R._DIRECT_REST:  # what the scan leaves keeps its own gate and finditer
         assert not R._DIRECT_PREFIX[k] or not R._overlap_free([*scanned, R._DIRECT_PREFIX[k]])
+
+
+def test_rules_without_a_prefix_are_all_left_to_their_own_finditer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(R, "_DIRECT_PREFIX", ("",) * len(R._DIRECT))
+    automaton, byte_automaton, scanned, rest = R._direct_scan()
+    assert (automaton, byte_automaton, scanned) == (None, None, ())
+    assert rest == tuple(range(len(R._DIRECT)))
