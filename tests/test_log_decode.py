@@ -141,6 +141,10 @@ BATCHES = [
     _GOOD + b"\n" + b'{"seq": 2, "kind": "x", "n": 123456789012345678901234567890}\n',
     b"{" * 3000 + b"}" * 3000 + b"\n" + _GOOD + b"\n",
     b'{"seq": 1, "kind": "x"}}\n{"seq": 2, "kind": "x"}\n',
+    # As many values as lines, none of them a line: a list over two lines, then an object...
+    b'[{"seq": 1, "kind": "x"}\n]{"seq": 3, "kind": "y"}\n',
+    # ...and an object, then a list over two lines, each line's last but one byte a "}".
+    b'{"seq": 1, "kind": "x"}[\n{"seq": 2, "kind": "y"}]\n',
 ]
 
 
