@@ -145,6 +145,8 @@ BATCHES = [
     b'[{"seq": 1, "kind": "x"}\n]{"seq": 3, "kind": "y"}\n',
     # ...and an object, then a list over two lines, each line's last but one byte a "}".
     b'{"seq": 1, "kind": "x"}[\n{"seq": 2, "kind": "y"}]\n',
+    # ...and lines that begin with "{" but do not end with "}": two values over two lines.
+    b'{"seq": 1, "kind": "x", "a": [\n{"q": 1}]} {"seq": 5, "kind": "z"} \n',
 ]
 
 
