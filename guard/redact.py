@@ -608,16 +608,13 @@ def _overlap_free(literals: list[str]) -> bool:
     return True
 
 
-def _direct_scan() -> tuple[
-    ahocorasick_rs.AhoCorasick | None,
-    ahocorasick_rs.BytesAhoCorasick | None,
-    tuple[int, ...],
-    tuple[int, ...],
-]:
-    """The rules without a locator split in two: those whose prefixes are found together by one
-    case-sensitive scan (every occurrence of each, since they cannot overlap), and the rest, each
-    gated by its own ``in``. Returns the scan (for text, for ASCII bytes), the first part's places
-    in _DIRECT (by the scan's literal index) and the second's."""
+_Scan = tuple[ahocorasick_rs.AhoCorasick | None, ahocorasick_rs.BytesAhoCorasick | None, tuple[int, ...], tuple[int, ...]]  # fmt: skip  # noqa: E501
+
+
+def _direct_scan() -> _Scan:
+    """The rules without a locator split in two: those whose prefixes one case-sensitive scan
+    finds (every occurrence of each: they cannot overlap), and the rest, each gated by its ``in``.
+    The scan (for text, for ASCII bytes), the first part's places in _DIRECT, the second's."""
     scanned = [k for k, prefix in enumerate(_DIRECT_PREFIX) if prefix]
     while scanned and not _overlap_free([_DIRECT_PREFIX[k] for k in scanned]):
         scanned.pop()  # a literal overlapping itself (a run of one letter) keeps its own gate
@@ -626,12 +623,9 @@ def _direct_scan() -> tuple[
         return None, None, (), rest
     literals = [_DIRECT_PREFIX[k] for k in scanned]
     first = ahocorasick_rs.MatchKind.LeftmostFirst  # with a prefilter: a fraction of Standard's
-    return (
-        ahocorasick_rs.AhoCorasick(literals, matchkind=first),
-        ahocorasick_rs.BytesAhoCorasick([x.encode() for x in literals], matchkind=first),
-        tuple(scanned),
-        rest,
-    )
+    text_scan = ahocorasick_rs.AhoCorasick(literals, matchkind=first)
+    bytes_scan = ahocorasick_rs.BytesAhoCorasick([x.encode() for x in literals], matchkind=first)
+    return text_scan, bytes_scan, tuple(scanned), rest
 
 
 _DIRECT_AUTOMATON, _DIRECT_BYTES_AUTOMATON, _DIRECT_SCANNED, _DIRECT_REST = _direct_scan()
