@@ -106,6 +106,10 @@ def _ratio(logs: list[Path]) -> float:
 Timing = tuple[float, float]
 """(wall seconds, this process's CPU seconds)."""
 
+BY_QUERY: dict[str, dict[str, list[float]]] = {}
+"""Each later search's CPU seconds by scope and query: the queries differ by twice in cost, so
+the median of all of them sits between the cheap and the dear ones and moves with the noise."""
+
 
 def _clock() -> Timing:
     return time.perf_counter(), time.process_time()
@@ -136,6 +140,7 @@ async def conversation(log: Path, runs: int) -> tuple[Timing, Timing, float]:
                 t = _clock()
                 await ref.ask(LogSearch(q, 8))
                 laters.append(_since(t))
+                BY_QUERY.setdefault(log.stem, {}).setdefault(q, []).append(laters[-1][1])
     return _median(firsts), _median(laters), _ratio([log])
 
 
@@ -166,6 +171,7 @@ async def earlier(tasks: Path, runs: int, *, pool: bool) -> tuple[Timing, Timing
                     t = _clock()
                     await ref.ask(EarlierSearch(q, 8, True))
                     laters.append(_since(t))
+                    BY_QUERY.setdefault("earlier", {}).setdefault(q, []).append(laters[-1][1])
     finally:
         earlier_mod.POOL_MIN_BYTES = saved
     return _median(firsts), _median(seconds), _median(laters), _ratio(_logs(tasks))
@@ -237,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     if not ns.no_pool_row:
         first, _, _, _ = asyncio.run(earlier(tasks, ns.runs, pool=True))
         row("earlier: first search, workers fold the biggest", *secs(first), "1.3 s")
+    print("\nlater searches' CPU by query (median, ms):")
+    for scope, by in BY_QUERY.items():
+        cells = ", ".join(f"{q!r} {statistics.median(xs) * 1e3:.2f}" for q, xs in by.items())
+        print(f"  {scope}: {cells}")
     print(f"\nload average after: {load()}")
     if ns.work is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -595,6 +595,72 @@ _DIRECT_PREFIX: tuple[str, ...] = tuple(_literal_prefix(_ALL[ri].pattern) for ri
 holds no match, and its expression is not run (a find costs a fraction of a search)."""
 
 
+def _overlap_free(literals: list[str]) -> bool:
+    """True when no two occurrences of these literals can overlap in any text: no literal holds
+    another, and no literal's proper suffix begins another (or itself). A leftmost scan for them
+    then reports every occurrence of each."""
+    for a in literals:
+        for b in literals:
+            if a != b and b in a:
+                return False
+            if any(b.startswith(a[k:]) for k in range(1, len(a))):
+                return False
+    return True
+
+
+_Scan = tuple[ahocorasick_rs.AhoCorasick | None, ahocorasick_rs.BytesAhoCorasick | None, tuple[int, ...], tuple[int, ...]]  # fmt: skip  # noqa: E501
+
+
+def _direct_scan() -> _Scan:
+    """The rules without a locator split in two: those whose prefixes one case-sensitive scan
+    finds (every occurrence of each: they cannot overlap), and the rest, each gated by its ``in``.
+    The scan (for text, for ASCII bytes), the first part's places in _DIRECT, the second's."""
+    scanned = [k for k, prefix in enumerate(_DIRECT_PREFIX) if prefix]
+    while scanned and not _overlap_free([_DIRECT_PREFIX[k] for k in scanned]):
+        scanned.pop()  # a literal overlapping itself (a run of one letter) keeps its own gate
+    rest = tuple(k for k in range(len(_DIRECT)) if k not in scanned)
+    if not scanned:
+        return None, None, (), rest
+    literals = [_DIRECT_PREFIX[k] for k in scanned]
+    first = ahocorasick_rs.MatchKind.LeftmostFirst  # with a prefilter: a fraction of Standard's
+    text_scan = ahocorasick_rs.AhoCorasick(literals, matchkind=first)
+    bytes_scan = ahocorasick_rs.BytesAhoCorasick([x.encode() for x in literals], matchkind=first)
+    return text_scan, bytes_scan, tuple(scanned), rest
+
+
+_DIRECT_AUTOMATON, _DIRECT_BYTES_AUTOMATON, _DIRECT_SCANNED, _DIRECT_REST = _direct_scan()
+
+
+def _direct(text: str) -> list[tuple[int, int]]:
+    """(start, rule) of every match of the rules without a locator, as each rule's ``finditer``
+    over text finds them: a match starts with its rule's literal prefix, so trying the rule at
+    each occurrence of it, in order and not inside the match before, finds the same matches."""
+    found: list[tuple[int, int]] = []
+    if _DIRECT_AUTOMATON is not None and _DIRECT_BYTES_AUTOMATON is not None:
+        if text.isascii():
+            hits = _DIRECT_BYTES_AUTOMATON.find_matches_as_indexes(text.encode("ascii"))
+        else:
+            hits = _DIRECT_AUTOMATON.find_matches_as_indexes(text)
+        if hits:
+            ends = [0] * len(_DIRECT_SCANNED)
+            for li, at, _end in hits:
+                if at < ends[li]:
+                    continue
+                ri = _DIRECT[_DIRECT_SCANNED[li]]
+                m = _ALL[ri].pattern.match(text, at)
+                if m is not None:
+                    found.append((at, ri))
+                    ends[li] = m.end()
+    for k in _DIRECT_REST:
+        prefix = _DIRECT_PREFIX[k]
+        if prefix and prefix not in text:
+            continue
+        ri = _DIRECT[k]
+        for m in _ALL[ri].pattern.finditer(text):
+            found.append((m.start(), ri))
+    return found
+
+
 def _locate(low: str) -> list[tuple[int, int, int]]:
     """(literal, start, end) of every locator in the lowered text, overlapping ones too."""
     if low.isascii():  # most source: bytes are characters, and the byte automaton skips decoding
@@ -654,11 +720,7 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
                 secrets_at.append(at)
             else:
                 (provider if 0 <= ri < _N_PROVIDERS else generic).append((at, ri))
-    for ri, prefix in zip(_DIRECT, _DIRECT_PREFIX, strict=True):
-        if prefix and prefix not in text:
-            continue
-        for m in _ALL[ri].pattern.finditer(text):
-            provider.append((m.start(), ri))
+    provider.extend(_direct(text))
     taken: list[tuple[int, int, str]] = []
     pos = 0
     provider.sort()

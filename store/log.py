@@ -36,6 +36,7 @@ __all__ = [
     "TaskMeta",
     "event_of",
     "format_ts",
+    "line_events",
     "list_tasks",
     "log_path",
     "meta_path",
@@ -92,6 +93,50 @@ def event_of(line: bytes) -> dict[str, Any] | None:
         obj = _loads(line)
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, a 5,000-digit number, deep nesting
         return None
+    return _as_event(obj)
+
+
+_decode_lines = msgspec.json.Decoder().decode_lines
+
+
+def line_events(data: bytes, end: int) -> tuple[list[int], list[dict[str, Any] | None]]:
+    """The offset of each line break of ``data[:end]`` (``end`` just past one, or 0), and
+    :func:`event_of` of the line before each, in order.
+
+    Where every line is one object on its own (it begins with ``{`` and ends with ``}``), the
+    lines are decoded in one call, half the time of a call a line; msgspec's ``decode_lines``
+    reads a stream of values, not lines, so its answer is taken only when it holds exactly one
+    value a line. It does: a value cannot run past its line (a string holds no line break, and
+    after an object's ``}`` the ``{`` of the next line is bad JSON) and every line starts one,
+    so as many values as lines means one on each, the whole line. Otherwise, and when the
+    batch is refused (a bad line, a byte-order mark, a number ``json`` alone reads), each line
+    is read alone, as ever."""
+    breaks: list[int] = []
+    whole = True  # every line so far begins with "{" and ends with "}"
+    find = data.find
+    pos = 0
+    while pos < end:
+        nl = find(b"\n", pos)
+        if whole and (nl == pos or data[pos] != 0x7B or data[nl - 1] != 0x7D):
+            whole = False
+        breaks.append(nl)
+        pos = nl + 1
+    if whole and breaks:
+        try:
+            values = _decode_lines(memoryview(data)[:end])
+        except (msgspec.DecodeError, RecursionError):
+            values = None
+        if values is not None and len(values) == len(breaks):
+            return breaks, [_as_event(v) for v in values]
+    events: list[dict[str, Any] | None] = []
+    pos = 0
+    for nl in breaks:
+        events.append(event_of(data[pos:nl]))
+        pos = nl + 1
+    return breaks, events
+
+
+def _as_event(obj: Any) -> dict[str, Any] | None:
     if not isinstance(obj, dict):
         return None
     seq = obj.get("seq")
@@ -159,9 +204,7 @@ def read_log(path: Path, start_offset: int = 0, *, after_seq: int = 0) -> LogRea
     last = after_seq
     pos = 0
     end = data.rfind(b"\n") + 1  # 0 when there is no complete line
-    while pos < end:
-        nl = data.index(b"\n", pos)
-        event = event_of(data[pos:nl])
+    for nl, event in zip(*line_events(data, end), strict=True):
         if event is None or event["seq"] <= last:
             skipped += 1
         else:

@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nodwyn_retrieval.store.log import event_of, read_log
+from nodwyn_retrieval.store.log import event_of, line_events, read_log
 
 EDGES = [
     b'{"seq": 1, "kind": "x", "n": 123456789012345678901234567890}',  # past 64 bits
@@ -112,3 +112,81 @@ def test_any_json_object_decodes_as_json_decodes_it(
     obj = {"seq": 7, "kind": "tool.result", **extra}
     line = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     assert _same(event_of(line), _json_event(line))
+
+
+def _each_line(data: bytes) -> list[dict[str, Any] | None]:
+    end = data.rfind(b"\n") + 1
+    return [_json_event(line) for line in data[:end].split(b"\n")[:-1]] if end else []
+
+
+_GOOD = b'{"seq": 1, "kind": "x"}'
+BATCHES = [
+    b"",
+    b"\n",
+    _GOOD + b"\n",
+    _GOOD + b"\n" + _GOOD,  # a torn last line is not read
+    _GOOD + b" " + _GOOD + b"\n\n",  # two values on a line and an empty line: two lines, two values
+    _GOOD + b" " + _GOOD + b"\n" + _GOOD + b"\n",
+    b'{"seq": 1, "kind": "x", "a": {"b": 1}\n, "c": 2}\n' + _GOOD + b"\n",  # a value over two lines
+    b'{"seq": 1, "kind": "x", "a": [1,\n2]}\n',
+    b'{"seq": 1, "kind": "x", "s": "a\nb"}\n',  # a raw line break inside a string
+    _GOOD + b"\r\n" + _GOOD + b"\r\n",
+    b" " + _GOOD + b"\n" + _GOOD + b" \n",
+    b"\xef\xbb\xbf" + _GOOD + b"\n" + _GOOD + b"\n",  # a byte-order mark: that line is refused
+    _GOOD + b"\n" + b'{"seq": 2, "kind": "x", "n": NaN}\n' + _GOOD + b"\n",
+    _GOOD + b"\n" + b'{"seq": 2, "kind": "x", "n": 1e400}\n',  # json reads it as inf
+    _GOOD + b"\n" + b'{"seq": 2, "kind": "x", "s": "\xff"}\n' + _GOOD + b"\n",
+    _GOOD + b"\n{}\n" + b'{"seq": 0, "kind": "x"}\n' + b'{"seq": 3, "kind": ""}\n',
+    b"[1]\n" + _GOOD + b"\n",
+    _GOOD + b"\n" + b'{"seq": 2, "kind": "x", "n": 123456789012345678901234567890}\n',
+    b"{" * 3000 + b"}" * 3000 + b"\n" + _GOOD + b"\n",
+    b'{"seq": 1, "kind": "x"}}\n{"seq": 2, "kind": "x"}\n',
+    # As many values as lines, none of them a line: a list over two lines, then an object...
+    b'[{"seq": 1, "kind": "x"}\n]{"seq": 3, "kind": "y"}\n',
+    # ...and an object, then a list over two lines, each line's last but one byte a "}".
+    b'{"seq": 1, "kind": "x"}[\n{"seq": 2, "kind": "y"}]\n',
+    # ...and lines that begin with "{" but do not end with "}": two values over two lines.
+    b'{"seq": 1, "kind": "x", "a": [\n{"q": 1}]} {"seq": 5, "kind": "z"} \n',
+]
+
+
+def test_a_batch_of_lines_decodes_as_each_line_alone() -> None:
+    for data in BATCHES:
+        end = data.rfind(b"\n") + 1
+        breaks, got = line_events(data, end)
+        want = _each_line(data)
+        assert breaks == [i for i in range(end) if data[i] == 0x0A], data[:80]
+        assert len(got) == len(want), data[:80]
+        assert all(_same(a, b) for a, b in zip(got, want, strict=True)), data[:80]
+
+
+def test_a_log_of_objects_a_line_is_read_in_one_batch_with_each_lines_answer() -> None:
+    lines = [
+        json.dumps({"seq": i + 1, "kind": "tool.result", "n": i * 2**70, "s": "\u00e9" * i})
+        for i in range(50)
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    breaks, got = line_events(data, len(data))
+    assert breaks == [i for i, c in enumerate(data) if c == 0x0A]
+    assert len(got) == 50
+    assert all(_same(a, b) for a, b in zip(got, _each_line(data), strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.text(max_size=6), _values, max_size=4)
+        | st.sampled_from(["", " ", "[1]", "{", "}", "x", "{} {}", "{}\r", "\ufeff{}"]),
+        max_size=6,
+    )
+)
+def test_any_lines_decode_in_a_batch_as_each_alone(items: list[dict[str, Any] | str]) -> None:
+    lines = [
+        x if isinstance(x, str) else json.dumps({"seq": i + 1, "kind": "k", **x})
+        for i, x in enumerate(items)
+    ]
+    data = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
+    (breaks, got), want = line_events(data, len(data)), _each_line(data)
+    assert len(breaks) == len(want)
+    assert len(got) == len(want)
+    assert all(_same(a, b) for a, b in zip(got, want, strict=True))

@@ -49,7 +49,11 @@ def test_redaction_with_the_prefilter_equals_the_full_pass(monkeypatch: pytest.M
     found = {k for r in fast for k in r.kinds}
     kinds = {R._ALL[ri].kind for ri in R._DIRECT}
     assert kinds <= found, f"shapes of the corpus not redacted: {sorted(kinds - found)}"
+    # The full pass: every such expression's finditer over every text, no scan, no prefix.
     monkeypatch.setattr(R, "_DIRECT_PREFIX", ("",) * len(R._DIRECT))
+    monkeypatch.setattr(R, "_DIRECT_AUTOMATON", None)
+    monkeypatch.setattr(R, "_DIRECT_SCANNED", ())
+    monkeypatch.setattr(R, "_DIRECT_REST", tuple(range(len(R._DIRECT))))
     assert [redact(t) for t in texts] == fast
 
 
@@ -59,3 +63,56 @@ def test_a_pattern_ignoring_case_or_starting_otherwise_has_no_prefix() -> None:
     assert R._literal_prefix(re.compile(r"[A-Z]SK")) == ""
     assert R._literal_prefix(re.compile(r"SKx?[0-9]")) == "SK"
     assert R._literal_prefix(re.compile(r"SG\.(?P<b>x)")) == "SG."
+
+
+def _finditer_all(text: str) -> list[tuple[int, int]]:
+    return sorted((m.start(), ri) for ri in R._DIRECT for m in R._ALL[ri].pattern.finditer(text))
+
+
+def test_the_prefixes_scan_finds_every_match_each_rules_finditer_finds() -> None:
+    # Glued repeats (a match right after a match), a prefix inside a body, near misses, text that
+    # is not ASCII (the scan of characters rather than bytes): the same starts, rule by rule.
+    rng = random.Random(11)
+    hexes = "0123456789abcdefABCDEF"
+    texts = corpus()
+    for _ in range(3000):
+        parts = []
+        for _ in range(rng.randrange(1, 7)):
+            prefix = rng.choice([*R._DIRECT_PREFIX, "xSK", "-pat", "\u00e9", "."])
+            if rng.random() < 0.5:  # a body the shapes take: hex, then a dot and more hex
+                n = rng.choice([14, 22, 26, 32, 80])
+                body = "".join(rng.choice(hexes) for _ in range(n))
+                if rng.random() < 0.4:
+                    body += "." + "".join(rng.choice(hexes[:16]) for _ in range(64))
+            else:
+                body = "".join(rng.choice(hexes + "XYZ.-") for _ in range(rng.randrange(10, 130)))
+            parts.append(prefix + body + rng.choice(["", " ", "-", "SK", "\n", "\u00e9", "."]))
+        texts.append("".join(parts))
+    found: set[int] = set()
+    for t in texts:
+        want = _finditer_all(t)
+        assert sorted(R._direct(t)) == want, t
+        found.update(ri for _, ri in want)
+    assert len(found) >= 4  # the texts do hold matches, of several rules
+    assert len(R._DIRECT_SCANNED) >= 4, "the scan holds too few of the prefixes to matter"
+
+
+def test_a_literal_that_can_overlap_itself_or_another_is_not_scanned() -> None:
+    assert R._overlap_free(["SK", "pat", "key-"]) is True
+    assert R._overlap_free(["AAAA"]) is False  # AAAAA holds it at 0 and 1
+    assert R._overlap_free(["ab", "ba"]) is False  # aba: ab at 0, ba at 1
+    assert R._overlap_free(["abc", "b"]) is False  # one inside another
+    assert R._overlap_free(["abab"]) is False  # ababab: at 0 and 2
+    scanned = [R._DIRECT_PREFIX[k] for k in R._DIRECT_SCANNED]
+    assert R._overlap_free(scanned)
+    for k in R._DIRECT_REST:  # what the scan leaves keeps its own gate and finditer
+        assert not R._DIRECT_PREFIX[k] or not R._overlap_free([*scanned, R._DIRECT_PREFIX[k]])
+
+
+def test_rules_without_a_prefix_are_all_left_to_their_own_finditer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(R, "_DIRECT_PREFIX", ("",) * len(R._DIRECT))
+    automaton, byte_automaton, scanned, rest = R._direct_scan()
+    assert (automaton, byte_automaton, scanned) == (None, None, ())
+    assert rest == tuple(range(len(R._DIRECT)))
