@@ -97,6 +97,7 @@ TESTS: dict[str, list[str]] = {
         "test_redact.py",
         "test_redact_shapes.py",
     ],
+    "guard/_prefix.py": ["test_redact_prefilter.py", "test_redact.py"],
     "guard/kubernetes.py": ["test_redact_edges.py", "test_redact.py", "test_redact_shapes.py"],
     "guard/secret_rules.py": [
         "test_secret_edges.py",

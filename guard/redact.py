@@ -40,12 +40,11 @@ import base64
 import binascii
 import bisect
 import functools
-import importlib
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import ahocorasick_rs
+from nodwyn_retrieval.guard._prefix import literal_prefix, overlap_free
 from nodwyn_retrieval.guard.kubernetes import with_secret_data
 from nodwyn_retrieval.guard.secret_rules import RULES, Rule, random_body
 from nodwyn_retrieval.guard.secret_values import (
@@ -570,42 +569,9 @@ def _build() -> tuple[
 _AUTOMATON, _BYTES_AUTOMATON, _RULES_OF, _DIRECT = _build()
 
 
-def _literal_prefix(pattern: re.Pattern[str]) -> str:
-    """The characters every match of pattern starts with: its leading literals as the regular
-    expression parser reads them ("" when it starts otherwise, or ignores case)."""
-    if pattern.flags & re.IGNORECASE:
-        return ""
-    try:  # the standard library's parser, private: without it, no prefilter
-        parser: Any = importlib.import_module("re._parser")
-        literal = importlib.import_module("re._constants").LITERAL
-        parsed = list(parser.parse(pattern.pattern, pattern.flags))
-    except (ImportError, AttributeError, TypeError, re.error):
-        return ""
-    out: list[str] = []
-    for item in parsed:
-        op, av = item
-        if op is not literal or not isinstance(av, int):
-            break
-        out.append(chr(av))
-    return "".join(out)
-
-
-_DIRECT_PREFIX: tuple[str, ...] = tuple(_literal_prefix(_ALL[ri].pattern) for ri in _DIRECT)
+_DIRECT_PREFIX: tuple[str, ...] = tuple(literal_prefix(_ALL[ri].pattern) for ri in _DIRECT)
 """The prefilter of each rule without a locator: a text that does not hold its literal prefix
 holds no match, and its expression is not run (a find costs a fraction of a search)."""
-
-
-def _overlap_free(literals: list[str]) -> bool:
-    """True when no two occurrences of these literals can overlap in any text: no literal holds
-    another, and no literal's proper suffix begins another (or itself). A leftmost scan for them
-    then reports every occurrence of each."""
-    for a in literals:
-        for b in literals:
-            if a != b and b in a:
-                return False
-            if any(b.startswith(a[k:]) for k in range(1, len(a))):
-                return False
-    return True
 
 
 _Scan = tuple[ahocorasick_rs.AhoCorasick | None, ahocorasick_rs.BytesAhoCorasick | None, tuple[int, ...], tuple[int, ...]]  # fmt: skip  # noqa: E501
@@ -616,7 +582,7 @@ def _direct_scan() -> _Scan:
     finds (every occurrence of each: they cannot overlap), and the rest, each gated by its ``in``.
     The scan (for text, for ASCII bytes), the first part's places in _DIRECT, the second's."""
     scanned = [k for k, prefix in enumerate(_DIRECT_PREFIX) if prefix]
-    while scanned and not _overlap_free([_DIRECT_PREFIX[k] for k in scanned]):
+    while scanned and not overlap_free([_DIRECT_PREFIX[k] for k in scanned]):
         scanned.pop()  # a literal overlapping itself (a run of one letter) keeps its own gate
     rest = tuple(k for k in range(len(_DIRECT)) if k not in scanned)
     if not scanned:

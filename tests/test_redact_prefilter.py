@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from nodwyn_retrieval.guard import redact
+from nodwyn_retrieval.guard._prefix import literal_prefix, overlap_free
 
 from bench.secrets_corpus import samples
 
@@ -58,11 +59,11 @@ def test_redaction_with_the_prefilter_equals_the_full_pass(monkeypatch: pytest.M
 
 
 def test_a_pattern_ignoring_case_or_starting_otherwise_has_no_prefix() -> None:
-    assert R._literal_prefix(re.compile(r"(?i)SK[0-9a-f]{32}")) == ""
-    assert R._literal_prefix(re.compile(r"SK|AK[0-9]+")) == ""
-    assert R._literal_prefix(re.compile(r"[A-Z]SK")) == ""
-    assert R._literal_prefix(re.compile(r"SKx?[0-9]")) == "SK"
-    assert R._literal_prefix(re.compile(r"SG\.(?P<b>x)")) == "SG."
+    assert literal_prefix(re.compile(r"(?i)SK[0-9a-f]{32}")) == ""
+    assert literal_prefix(re.compile(r"SK|AK[0-9]+")) == ""
+    assert literal_prefix(re.compile(r"[A-Z]SK")) == ""
+    assert literal_prefix(re.compile(r"SKx?[0-9]")) == "SK"
+    assert literal_prefix(re.compile(r"SG\.(?P<b>x)")) == "SG."
 
 
 def _finditer_all(text: str) -> list[tuple[int, int]]:
@@ -98,15 +99,15 @@ def test_the_prefixes_scan_finds_every_match_each_rules_finditer_finds() -> None
 
 
 def test_a_literal_that_can_overlap_itself_or_another_is_not_scanned() -> None:
-    assert R._overlap_free(["SK", "pat", "key-"]) is True
-    assert R._overlap_free(["AAAA"]) is False  # AAAAA holds it at 0 and 1
-    assert R._overlap_free(["ab", "ba"]) is False  # aba: ab at 0, ba at 1
-    assert R._overlap_free(["abc", "b"]) is False  # one inside another
-    assert R._overlap_free(["abab"]) is False  # ababab: at 0 and 2
+    assert overlap_free(["SK", "pat", "key-"]) is True
+    assert overlap_free(["AAAA"]) is False  # AAAAA holds it at 0 and 1
+    assert overlap_free(["ab", "ba"]) is False  # aba: ab at 0, ba at 1
+    assert overlap_free(["abc", "b"]) is False  # one inside another
+    assert overlap_free(["abab"]) is False  # ababab: at 0 and 2
     scanned = [R._DIRECT_PREFIX[k] for k in R._DIRECT_SCANNED]
-    assert R._overlap_free(scanned)
+    assert overlap_free(scanned)
     for k in R._DIRECT_REST:  # what the scan leaves keeps its own gate and finditer
-        assert not R._DIRECT_PREFIX[k] or not R._overlap_free([*scanned, R._DIRECT_PREFIX[k]])
+        assert not R._DIRECT_PREFIX[k] or not overlap_free([*scanned, R._DIRECT_PREFIX[k]])
 
 
 def test_rules_without_a_prefix_are_all_left_to_their_own_finditer(
