@@ -210,22 +210,3 @@ def test_a_finished_builder_hands_its_vocabulary_over_and_takes_no_more() -> Non
         builder.finish()
     with pytest.raises(ValueError, match="already finished"):
         builder.add([(0, "a.py", "k")], pairs_of([("a.py", analyze("x = 1\n"))]))
-
-
-def test_repeated_pairs_add_up_and_no_input_array_is_changed() -> None:
-    from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
-
-    doc = np.array([1, 0, 1, 0, 1], dtype=np.int64)
-    word = np.array([0, 1, 0, 1, 2], dtype=np.int64)
-    tf = np.array([2, 3, MAX_QUANTITY, 4, 5], dtype=np.int64)
-    kept = (doc.copy(), word.copy(), tf.copy())
-    seg = Segment.from_pairs(["a", "b", "c", "unused"], 2, doc, word, tf, ids={"a": 0})
-    assert seg.words == ("a", "b", "c")
-    assert [seg.word_id(w) for w in ("a", "b", "c", "unused")] == [0, 1, 2, None]
-    assert seg.postings("a")[0].tolist() == [1]
-    assert seg.postings("a")[1].tolist() == [MAX_QUANTITY]
-    assert seg.postings("b")[0].tolist() == [0]
-    assert seg.postings("b")[1].tolist() == [7]
-    assert seg.lengths.tolist() == [7, MAX_QUANTITY]
-    for a, b in zip((doc, word, tf), kept, strict=True):
-        assert np.array_equal(a, b)
