@@ -86,15 +86,17 @@ class Segment:
         *,
         sorted_vocab: tuple[bytes, I64] | None = None,
         packed: _Packed | None = None,
+        ids: dict[str, int] | None = None,
     ) -> None:
         self._words: tuple[str, ...] | None = None if words is None else tuple(words)
-        self._ids: dict[str, int] | None = None
+        self._ids: dict[str, int] | None = ids
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
         self._pos_list: memoryview | None = None
         self._found: dict[str, int | None] = {}
         if self._words is not None:
-            self._ids = {w: i for i, w in enumerate(self._words)}
+            if ids is None or len(ids) != len(self._words):
+                self._ids = {w: i for i, w in enumerate(self._words)}
         elif sorted_vocab is not None:
             self._blob, self._pos = sorted_vocab
         else:
@@ -260,25 +262,38 @@ class Segment:
         pair_doc: npt.NDArray[np.integer[Any]],
         pair_word: npt.NDArray[np.integer[Any]],
         pair_tf: npt.NDArray[np.integer[Any]],
+        *,
+        ids: dict[str, int] | None = None,
     ) -> Segment:
         """Build from (doc, word id, weighted frequency) triples; repeated (doc, word) pairs add up.
 
-        Word ids index ``words``; a word with no posting is dropped from the vocabulary.
+        Word ids index ``words``; a word with no posting is dropped from the vocabulary. ``ids``,
+        when the caller holds it, is ``words``' map (each word to its index) handed over: the
+        segment keeps it as its own when no word is dropped rather than making it again.
         """
         n_words = len(words)
-        doc = np.asarray(pair_doc, dtype=np.int64)
-        wid = np.asarray(pair_word, dtype=np.int64)
-        tf = np.asarray(pair_tf, dtype=np.int64)
-        if doc.size:
-            key = wid * max(n_docs, 1) + doc
+        n = max(n_docs, 1)
+        if len(pair_doc):
+            # One 64-bit array at a time beside the pairs (this is a build's peak of memory): the
+            # key made in place, the frequencies widened after their gather, not before.
+            key = np.asarray(pair_word, dtype=np.int64) * n
+            key += np.asarray(pair_doc, dtype=np.int64)
             order = np.argsort(key, kind="stable")
             key = key[order]
-            tf = tf[order]
+            tf = np.asarray(pair_tf)[order].astype(np.int64)
+            del order
             starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-            tf = np.add.reduceat(tf, starts)
-            key = key[starts]
-            wid = key // max(n_docs, 1)
-            doc = key - wid * max(n_docs, 1)
+            if starts.size != key.size:  # a repeated (word, document) pair: summed
+                tf = np.add.reduceat(tf, starts)
+                key = key[starts]
+            del starts
+            wid = key // n
+            key -= wid * n
+            doc = key
+        else:
+            doc = np.zeros(0, dtype=np.int64)
+            wid = np.zeros(0, dtype=np.int64)
+            tf = np.zeros(0, dtype=np.int64)
         np.minimum(tf, MAX_QUANTITY, out=tf)
         counts = np.bincount(wid, minlength=n_words)
         used = np.flatnonzero(counts)
@@ -289,11 +304,12 @@ class Segment:
             wid = remap[wid]
             counts = counts[used]
             words = [words[int(i)] for i in used]
+            ids = None
         offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         summed = np.bincount(doc, weights=tf, minlength=n_docs)
         lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
-        return cls(words, offsets, doc.astype(np.uint32), tf.astype(np.uint32), lengths)
+        return cls(words, offsets, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids=ids)
 
     # -- the stored form (the caller frames and stores the object) ---------------------------
 

@@ -359,12 +359,15 @@ class TreeBuilder:
         self.n_docs = 0
         self.n_pairs = 0
         self.cpu = 0.0
+        self._spent = False
 
     def __len__(self) -> int:
         return len(self._files)
 
     def add(self, files: Sequence[tuple[int, str, str]], pairs: Pairs) -> None:
         """Add files (order, path, content key) whose postings are pairs, in pairs' order."""
+        if self._spent:
+            raise ValueError("this tree segment is already finished: start a new TreeBuilder")
         if len(files) != len(pairs.n_chunks):
             raise ValueError(f"{len(files)} files for the postings of {len(pairs.n_chunks)}")
         t = time.thread_time()
@@ -392,12 +395,21 @@ class TreeBuilder:
         self.cpu += time.thread_time() - t
 
     def finish(self) -> TreeSegment:
-        """The segment of every file added, in their order keys' order."""
+        """The segment of every file added, in their order keys' order (once: the builder hands
+        its vocabulary to the segment)."""
+        if self._spent:
+            raise ValueError("this tree segment is already finished: start a new TreeBuilder")
         files = self._files
         counts = np.concatenate(self._n_chunks) if self._n_chunks else _NO_FILES
         starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.uint32)
         ends = np.concatenate(self._ends) if self._ends else np.zeros(0, np.uint32)
         doc: npt.NDArray[Any] = np.concatenate(self._doc) if self._doc else _NO_FILES
+        word = np.concatenate(self._word) if self._word else _NO_FILES
+        tf = np.concatenate(self._tf) if self._tf else _NO_FILES
+        # The pieces are let go once joined: the segment's sort and sums below are the build's
+        # peak of memory, and the pieces would be a third copy of the postings beside them.
+        self._n_chunks, self._starts, self._ends = [], [], []
+        self._doc, self._word, self._tf = [], [], []
         order = sorted(range(len(files)), key=lambda i: files[i][0])
         if order != list(range(len(files))):
             # Renumber the documents so that the files follow their order keys.
@@ -419,12 +431,16 @@ class TreeBuilder:
             files = [files[i] for i in order]
         file_docs = np.zeros(len(files) + 1, dtype=np.int64)
         np.cumsum(counts, out=file_docs[1:])
+        # The vocabulary's map is handed to the segment (not made again): the builder is spent.
+        ids, self._ids = self._ids, {}
+        self._spent = True
         segment = Segment.from_pairs(
-            list(self._ids),
+            list(ids),
             self.n_docs,
             doc,
-            np.concatenate(self._word) if self._word else _NO_FILES,
-            np.concatenate(self._tf) if self._tf else _NO_FILES,
+            word,
+            tf,
+            ids=ids,
         )
         return TreeSegment(
             segment,

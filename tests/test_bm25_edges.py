@@ -143,3 +143,31 @@ def test_the_stored_sample_decodes_as_it_was_built() -> None:
     assert back.lengths.tolist() == [301, 2, 1]
     ok = resealed(lengths=u4(301, 2, 2**31 - 1))
     assert Segment.from_obj(ok).lengths.tolist() == [301, 2, 2_147_483_647]
+
+
+def test_repeated_pairs_add_up_and_no_input_array_is_changed() -> None:
+    doc = np.array([1, 0, 1, 0, 1], dtype=np.int64)
+    word = np.array([0, 1, 0, 1, 2], dtype=np.int64)
+    tf = np.array([2, 3, bm25.MAX_QUANTITY, 4, 5], dtype=np.int64)
+    kept = (doc.copy(), word.copy(), tf.copy())
+    seg = Segment.from_pairs(["a", "b", "c", "unused"], 2, doc, word, tf, ids={"a": 0})
+    assert seg.words == ("a", "b", "c")
+    assert [seg.word_id(w) for w in ("a", "b", "c", "unused")] == [0, 1, 2, None]
+    assert seg.postings("a")[0].tolist() == [1]
+    assert seg.postings("a")[1].tolist() == [bm25.MAX_QUANTITY]
+    assert seg.postings("b")[0].tolist() == [0]
+    assert seg.postings("b")[1].tolist() == [7]
+    assert seg.lengths.tolist() == [7, bm25.MAX_QUANTITY]
+    for a, b in zip((doc, word, tf), kept, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_a_word_map_that_does_not_match_the_words_is_not_kept() -> None:
+    doc = np.array([0, 0, 1], dtype=np.int64)
+    word = np.array([0, 1, 1], dtype=np.int64)
+    tf = np.array([1, 2, 3], dtype=np.int64)
+    seg = Segment.from_pairs(["a", "b"], 2, doc, word, tf, ids={"a": 0})
+    assert [seg.word_id(w) for w in ("a", "b", "c")] == [0, 1, None]
+    assert seg.postings("b")[0].tolist() == [0, 1]
+    given = {"a": 0, "b": 1}
+    assert Segment.from_pairs(["a", "b"], 2, doc, word, tf, ids=given).word_id("b") == 1

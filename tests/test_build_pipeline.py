@@ -192,3 +192,21 @@ async def test_a_record_the_workers_cannot_write_is_said_and_the_build_answers_f
         hits = (await e.index_search("walrus_helper parse", "repo")).hits
     assert "the index could not be saved" in up.text
     assert hits
+
+
+def test_a_finished_builder_hands_its_vocabulary_over_and_takes_no_more() -> None:
+    texts = [(p, t) for p, t in _tree_files(12).items() if isinstance(t, str)]
+    recs = [(p, analyze(t)) for p, t in texts]
+    builder = TreeBuilder()
+    builder.add([(i, p, f"k{i}") for i, (p, _) in enumerate(recs)], pairs_of(recs))
+    built = builder.finish().segment
+    whole = TreeSegment.build([(p, f"k{i}", r) for i, (p, r) in enumerate(recs)]).segment
+    # The map the segment was given finds every word where its own list holds it.
+    for i, w in enumerate(built.words):
+        assert built.word_id(w) == i
+        assert np.array_equal(built.postings(w)[0], whole.postings(w)[0])
+    assert built.word_id("no_such_word_here") is None
+    with pytest.raises(ValueError, match="already finished"):
+        builder.finish()
+    with pytest.raises(ValueError, match="already finished"):
+        builder.add([(0, "a.py", "k")], pairs_of([("a.py", analyze("x = 1\n"))]))
