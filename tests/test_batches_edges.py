@@ -71,3 +71,20 @@ async def test_a_refresh_of_exactly_the_pool_threshold_is_analysed_in_the_pool(
     assert found == []
     assert [st.path for st, _, _ in got] == [st.path for st in stats]
     assert all(a.skip is None and a.key for _, a, _ in got)
+
+
+@pytest.mark.asyncio
+async def test_a_file_the_guard_denies_is_said_refused_and_not_analysed(tmp_path: Path) -> None:
+    """A denied file (a denylist pattern) is a refusal, not a question nobody was asked: it is
+    said ``refused``, and only the others are analysed."""
+    root = make_repo(tmp_path / "repo", _files(3))
+    stats = _stats(root)
+    found: list[TreeFound] = []
+    guard = default_guard(root, data_dir=tmp_path / "data", deny=["m001.py"]).without_asking()
+    got = await read_and_analyze(
+        stats, asyncio.get_running_loop().time() + 60.0, found,
+        root=root, guard=guard, pool=None, chunks_dir=str(tmp_path / "chunks"),
+        contention=Contention(lambda: 1.0),
+    )  # fmt: skip
+    assert [(f.stat.path, f.key, f.skip) for f in found] == [("m001.py", None, "refused")]
+    assert [st.path for st, _, _ in got] == ["m000.py", "m002.py"]
