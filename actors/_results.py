@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from nodwyn_retrieval.actors._batches import read_file
 from nodwyn_retrieval.actors._work import chunk_lines
 from nodwyn_retrieval.actors.messages import SearchTree, TreeSearched
 from nodwyn_retrieval.guard import redact
@@ -49,7 +50,7 @@ async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> Tree
                 return TreeSearched(
                     (), actor.tree.n_docs, len(actor.tree.files), h.path, decision.reason
                 )
-            cache[h.path] = await actor._read_file(tree, h.path)
+            cache[h.path] = await read_file(tree, h.path)
         data = cache[h.path]
         chunk = None if data is None else chunk_lines(data, h.start, h.end)
         if not chunk:

@@ -102,7 +102,7 @@ WORKERS: dict[int, float] = {}  # pid -> started at
 def instrument() -> None:
     timed(rf.RefresherActor, "_plan", "the refresher's listing and comparison")
     timed(ix.IndexerActor, "_index", "the indexer's call")
-    timed(ix.IndexerActor, "_read_and_analyze", "reads and the pool")
+    timed(ix, "read_and_analyze", "reads and the pool")
     timed(ix.IndexerActor, "_settle", "waiting for the snapshot (settle)")
     timed(treemod.TreeIndex, "warm", "TreeIndex.warm")
     timed(treemod.TreeSegment, "to_obj", "the snapshot's to_obj")

@@ -1,4 +1,4 @@
-"""A first build's pipeline: postings built as the workers' batches arrive (actors/indexer.py).
+"""A first build's pipeline: postings built as the workers' batches arrive (actors/_batches.py).
 
 A first build through the process pool gets each batch's postings back as flat arrays and joins
 them into the segment as they arrive (retrieval/tree.py ``TreeBuilder``); a build in the
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.actors import _batches
 from nodwyn_retrieval.actors.indexer import load_snapshot
 from nodwyn_retrieval.entry import Engine
 from nodwyn_retrieval.retrieval.analyze import analyze
@@ -102,8 +102,8 @@ async def test_a_first_build_through_the_pool_equals_one_in_process(
 ) -> None:
     repo = make_repo(tmp_path / "repo", _tree_files(60))
     here = await _build(repo, tmp_path / "d1", tmp_path / "c", 2)  # under the pool threshold
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 4096)  # many batches, arriving in any order
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 4096)  # many batches, arriving in any order
     pooled = await _build(repo, tmp_path / "d2", tmp_path / "c", 2)
     assert pooled == here
     assert here["summary"]["files"] == 63  # type: ignore[index]
@@ -128,8 +128,8 @@ async def test_records_the_store_already_holds_are_read_by_the_workers(
     """A second tree of the project (or a data directory whose manifests went) finds its
     records in the store: the workers read them, and one damaged meanwhile is made again."""
     repo = make_repo(tmp_path / "repo", _tree_files(30))
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 4096)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 4096)
     first = await _build(repo, tmp_path / "d", tmp_path / "c", 2)
     before = _snapshot(tmp_path / "d").to_obj()
     for p in (tmp_path / "d").rglob("*"):
@@ -156,10 +156,10 @@ async def test_a_batch_the_workers_fail_is_analysed_in_the_session(
 ) -> None:
     repo = make_repo(tmp_path / "repo", _tree_files(20))
     here = await _build(repo, tmp_path / "d1", tmp_path / "c", 2)
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 4096)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 4096)
     # os.getpid takes no arguments: every batch fails in its worker with a TypeError.
-    monkeypatch.setattr(indexer, "analyze_packed", os.getpid)
+    monkeypatch.setattr(_batches, "analyze_packed", os.getpid)
     failed = await _build(repo, tmp_path / "d2", tmp_path / "c", 2)
     assert failed == here
     assert _snapshot(tmp_path / "d2").to_obj() == _snapshot(tmp_path / "d1").to_obj()
@@ -170,8 +170,8 @@ async def test_a_record_the_workers_cannot_write_is_said_and_the_build_answers_f
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = make_repo(tmp_path / "repo", _tree_files(20))
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 4096)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 4096)
     data = tmp_path / "d"
     async with await Engine.open(repo, data_dir=data, config_dir=tmp_path / "c", workers=2) as e:
         await e.index_search("nothing", "repo")  # makes the data directory

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.actors import _batches, indexer
 from nodwyn_retrieval.actors._work import analyze_batch, analyze_packed
-from nodwyn_retrieval.actors.indexer import IndexerActor, listed_files
+from nodwyn_retrieval.actors.indexer import listed_files
 from nodwyn_retrieval.bus import ProcessPool
 from nodwyn_retrieval.bus.pool import _call
 from nodwyn_retrieval.errors import DeadlineExceeded
@@ -195,10 +195,10 @@ async def test_the_last_batches_are_smaller_and_every_file_is_indexed(
     grow, the last ones hold less than the first, and the files they hold are the tree's."""
     tree = Tree(tmp_path, files())
     size = len(body(0).encode())
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 8 * size)
-    monkeypatch.setattr(indexer, "MIN_BATCH_BYTES", size)
-    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)  # read in order: certain batches
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 8 * size)
+    monkeypatch.setattr(_batches, "MIN_BATCH_BYTES", size)
+    monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)  # read in order: certain batches
     pool = tree.pool = ProcessPool(max_workers=2, preload=["nodwyn_retrieval.actors._work"])
     sent: list[list[str]] = []
     real_run = pool.run
@@ -246,13 +246,13 @@ async def _two_batches(
     of its first batch (times finish_per_add) can stop the second. (With finish_per_add 0, the
     constant ``per_byte`` alone, on ``cores`` cores, at a slowdown of ``factor``.)"""
     tree = Tree(tmp_path, files(2))
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
-    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)  # the first file's batch sent first
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", per_byte)
-    monkeypatch.setattr(indexer, "MIN_MEASURED_PAIRS", min_pairs if finish_per_add else 1 << 40)
-    monkeypatch.setattr(indexer, "FINISH_PER_ADD", finish_per_add)
-    monkeypatch.setattr(indexer, "cpu_count", lambda: cores)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 1)
+    monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)  # the first file's batch sent first
+    monkeypatch.setattr(_batches, "BUILD_POST_SECONDS_PER_BYTE", per_byte)
+    monkeypatch.setattr(_batches, "MIN_MEASURED_PAIRS", min_pairs if finish_per_add else 1 << 40)
+    monkeypatch.setattr(_batches, "FINISH_PER_ADD", finish_per_add)
+    monkeypatch.setattr(_batches, "cpu_count", lambda: cores)
     if add_cpu is not None:  # each add of the builder takes add_cpu seconds of CPU, exactly
         ticks = itertools.count(step=add_cpu)
         monkeypatch.setattr(treemod, "time", types.SimpleNamespace(thread_time=lambda: next(ticks)))
@@ -370,20 +370,20 @@ async def test_the_reads_wait_for_the_pool_once_they_are_far_enough_ahead(
     file is read and indexed."""
     tree = Tree(tmp_path, files())
     size = len(body(0).encode())
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", size)
-    monkeypatch.setattr(indexer, "MIN_BATCH_BYTES", 1)
-    monkeypatch.setattr(indexer, "READ_AHEAD_BYTES", 3 * size)
-    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", size)
+    monkeypatch.setattr(_batches, "MIN_BATCH_BYTES", 1)
+    monkeypatch.setattr(_batches, "READ_AHEAD_BYTES", 3 * size)
+    monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)
     reads = 0
-    real_read = IndexerActor._read_file
+    real_read = _batches.read_file
 
-    async def read(self: IndexerActor, t: Any, rel: str) -> bytes | None:
+    async def read(t: Any, rel: str) -> bytes | None:
         nonlocal reads
         reads += 1
-        return await real_read(self, t, rel)
+        return await real_read(t, rel)
 
-    monkeypatch.setattr(IndexerActor, "_read_file", read)
+    monkeypatch.setattr(_batches, "read_file", read)
     pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     real_run = pool.run
     gate = asyncio.Event()
@@ -425,7 +425,7 @@ async def test_a_slowdown_that_grows_while_the_reads_go_on_stops_them(
     slowdown of the call's start (1): a second later (the clock moved after 5 reads) the slowdown
     measured is 100, and no other file is read; the next call reads the rest."""
     size = len(body(0).encode())
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1.0 / (size * 1.5))
+    monkeypatch.setattr(_batches, "BUILD_POST_SECONDS_PER_BYTE", 1.0 / (size * 1.5))
     factors = iter([1.0])  # the call's start; then 100 whenever it is looked at
     async with tree.session() as actor:
         monkeypatch.setattr(actor._contention, "factor", lambda: next(factors, 100.0))
@@ -490,10 +490,10 @@ async def test_each_batch_is_given_the_time_past_which_the_call_would_not_wait_f
     reads' 51 s; the second, with the first before it, until 59.7 - 20 s."""
     tree = Tree(tmp_path, files(2))
     size = len(body(0).encode())
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 1)
-    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 20.0 / (size * 1.5))
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 1)
+    monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)
+    monkeypatch.setattr(_batches, "BUILD_POST_SECONDS_PER_BYTE", 20.0 / (size * 1.5))
     pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     real_run = pool.run
     given: list[float] = []

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodwyn_retrieval.actors import indexer
+from nodwyn_retrieval.actors import _batches, indexer
 from nodwyn_retrieval.actors.indexer import IndexerActor, load_snapshot
 from nodwyn_retrieval.actors.messages import (
     FileStat,
@@ -414,7 +414,7 @@ async def test_a_build_whose_records_cannot_be_stored_says_the_first_error_and_a
     tree = Tree(tmp_path, files(12))
     unwritable(tree)
     if pooled:
-        monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)  # every batch goes to the worker
+        monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)  # every batch goes to the worker
         tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     try:
         async with tree.session() as actor:
@@ -443,7 +443,7 @@ async def test_a_build_whose_records_cannot_be_stored_says_the_first_error_and_a
 async def test_an_indexer_without_a_pool_analyses_a_big_batch_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)  # a batch past the pool's threshold
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)  # a batch past the pool's threshold
     tree = Tree(tmp_path, files(6))
     async with tree.session() as actor:
         done = await index(actor, tree.stat(*tree.all()))

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodwyn_retrieval.actors import indexer
-from nodwyn_retrieval.actors.indexer import IndexerActor
+from nodwyn_retrieval.actors import _batches, indexer
 from nodwyn_retrieval.bus import ProcessPool
 
 from tests.test_indexer_edges import (
@@ -122,17 +121,18 @@ class LoopClock:
         shifted = types.SimpleNamespace(**vars(asyncio))
         shifted.get_running_loop = lambda: Loop(asyncio.get_running_loop())
         monkeypatch.setattr(indexer, "asyncio", shifted)
-        monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
-        real_read = IndexerActor._read_file
+        monkeypatch.setattr(_batches, "asyncio", shifted)
+        monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)
+        real_read = _batches.read_file
 
-        async def read(self: IndexerActor, tree: Any, rel: str) -> bytes | None:
-            data = await real_read(self, tree, rel)
+        async def read(tree: Any, rel: str) -> bytes | None:
+            data = await real_read(tree, rel)
             clock.reads += 1
             if clock.reads == after:
                 clock.offset = offset
             return data
 
-        monkeypatch.setattr(IndexerActor, "_read_file", read)
+        monkeypatch.setattr(_batches, "read_file", read)
 
 
 @pytest.mark.asyncio
@@ -170,7 +170,7 @@ async def test_reads_stop_early_enough_for_the_rebuild_and_the_fixed_work_after_
         assert actor.tree.delta.n_docs == 5
         slowdown(monkeypatch, actor, 4.0)
         costly(monkeypatch, 4.0)
-        monkeypatch.setattr(indexer, "POST_FIXED_SECONDS", 10.0)
+        monkeypatch.setattr(_batches, "POST_FIXED_SECONDS", 10.0)
         LoopClock(monkeypatch, after=3, offset=offset)
         cut = await index(actor, change(tree, range(12), "v3"))
     assert read_paths(cut) == [name(i) for i in range(handled)]
@@ -187,7 +187,7 @@ async def test_reads_stop_when_the_work_after_them_grows_with_what_they_read(
     size = len(body(0).encode())
     assert all(len(body(i).encode()) == size for i in range(10))
     # A first build: its own cost a byte (the postings built as the batches arrive).
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
+    monkeypatch.setattr(_batches, "BUILD_POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
     async with tree.session() as actor:
         slowdown(monkeypatch, actor, factor)
         LoopClock(monkeypatch, after=N + 1, offset=0.0)  # one file at a time, no jump
@@ -208,8 +208,8 @@ async def test_an_update_of_an_indexed_tree_takes_its_own_cost_a_byte_after_the_
         changed = change(tree, range(10), "v2")
         size = len(body(0, "v2").encode())
         assert all(len(body(i, "v2").encode()) == size for i in range(10))
-        monkeypatch.setattr(indexer, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
-        monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 1e-12)
+        monkeypatch.setattr(_batches, "POST_SECONDS_PER_BYTE", 25.0 / (size * 2.0 * 1.5))
+        monkeypatch.setattr(_batches, "BUILD_POST_SECONDS_PER_BYTE", 1e-12)
         slowdown(monkeypatch, actor, factor)
         LoopClock(monkeypatch, after=N + 1, offset=0.0)
         cut = await index(actor, changed)
@@ -265,7 +265,7 @@ async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_boun
 ) -> None:
     """Every file goes to the pool in one batch after the last read; the clock then says 55 s of
     60 have passed (past the reads' 51): the batch is not waited for, and no file is read."""
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
     tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     try:
         async with tree.session() as actor:
@@ -310,13 +310,13 @@ async def test_the_pool_is_not_waited_for_once_what_it_returned_fills_the_work_a
     is let go only then), and is read by the next call."""
     tree = Tree(tmp_path, files(2))
     size = len(body(0).encode())
-    monkeypatch.setattr(indexer, "POOL_MIN_BYTES", 1)
-    monkeypatch.setattr(indexer, "BATCH_BYTES", 1)  # a batch a file
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 1)  # a batch a file
     # The first file's batch sent first (a batch is given until the time the call would wait for
     # it, and the second's is past with the first before it priced at 100 s).
-    monkeypatch.setattr(indexer, "READ_CONCURRENCY", 1)
+    monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)
     # A first build: its own cost a byte.
-    monkeypatch.setattr(indexer, "BUILD_POST_SECONDS_PER_BYTE", 100.0 / (size * 1.5))
+    monkeypatch.setattr(_batches, "BUILD_POST_SECONDS_PER_BYTE", 100.0 / (size * 1.5))
     pool = second_file_held(tree, monkeypatch)
     try:
         async with tree.session() as actor:

@@ -19,14 +19,14 @@ SCRIPT = textwrap.dedent(
     import os
     import sys
 
-    import nodwyn_retrieval.actors.indexer as indexer
+    import nodwyn_retrieval.actors._batches as batches
     from nodwyn_retrieval import Engine
 
     runs, repo, data, config = sys.argv[1:5]
     with open(runs, "a", encoding="utf-8") as f:  # the top level: once per run of the script
         f.write(f"{os.getpid()} {__name__}\\n")
 
-    indexer.POOL_MIN_BYTES = 1  # every batch goes to the pool, however small the tree
+    batches.POOL_MIN_BYTES = 1  # every batch goes to the pool, however small the tree
 
 
     async def build():
