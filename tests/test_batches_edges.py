@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,73 @@ async def test_a_file_the_guard_denies_is_said_refused_and_not_analysed(tmp_path
     )  # fmt: skip
     assert [(f.stat.path, f.key, f.skip) for f in found] == [("m001.py", None, "refused")]
     assert [st.path for st, _, _ in got] == ["m000.py", "m002.py"]
+
+
+def _held_pool(monkeypatch: pytest.MonkeyPatch, until: dict[str, float]) -> ProcessPool:
+    """A pool of one worker whose batch of each file named is sent only at its loop time."""
+    pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_run = pool.run
+
+    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+        at = max(until.get(p, 0.0) for p, _ in blobs)
+        await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time()))
+        return await real_run(fn, blobs, *args, **kw)
+
+    monkeypatch.setattr(pool, "run", run)
+    return pool
+
+
+def _nothing_after_the_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work after the reads priced at nothing, a batch a file: the reads' wait for the pool
+    ends at the deadline itself."""
+    for constant in ("POST_FIXED_SECONDS", "POST_SHARE", "POST_SECONDS_PER_BYTE",
+                     "BUILD_POST_SECONDS_PER_BYTE"):  # fmt: skip
+        monkeypatch.setattr(_batches, constant, 0.0)
+    monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(_batches, "BATCH_BYTES", 1)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_back_in_the_last_second_before_the_deadline_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads wait for the pool up to the deadline, not short of it: of two batches, the
+    first back 0.9 s before the deadline and the second 0.4 s before it, both files are
+    analysed; none is left for the next refresh."""
+    root = make_repo(tmp_path / "repo", _files(2))
+    stats = _stats(root)
+    _nothing_after_the_reads(monkeypatch)
+    seconds = 3.0
+    start = asyncio.get_running_loop().time()
+    pool = _held_pool(
+        monkeypatch, {"m000.py": start + seconds - 0.9, "m001.py": start + seconds - 0.4}
+    )
+    try:
+        await pool.start()  # the worker ready, so a batch takes milliseconds once sent
+        got, found = await _read(tmp_path, root, stats, pool, seconds)
+    finally:
+        await pool.close()
+    assert found == []
+    assert [st.path for st, _, _ in got] == ["m000.py", "m001.py"]
+
+
+@pytest.mark.asyncio
+async def test_the_reads_wait_for_the_pool_no_longer_than_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that would come back 0.8 s past the deadline is not waited for: the call answers
+    at the deadline, its file not analysed (read by the next refresh)."""
+    root = make_repo(tmp_path / "repo", _files(1))
+    stats = _stats(root)
+    _nothing_after_the_reads(monkeypatch)
+    seconds = 2.0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    pool = _held_pool(monkeypatch, {"m000.py": start + seconds + 0.8})
+    try:
+        got, _ = await _read(tmp_path, root, stats, pool, seconds)
+        ended = loop.time() - start
+    finally:
+        await pool.close()
+    assert got == []
+    assert ended < seconds + 0.4, ended

@@ -64,6 +64,9 @@ def test_a_pattern_ignoring_case_or_starting_otherwise_has_no_prefix() -> None:
     assert literal_prefix(re.compile(r"[A-Z]SK")) == ""
     assert literal_prefix(re.compile(r"SKx?[0-9]")) == "SK"
     assert literal_prefix(re.compile(r"SG\.(?P<b>x)")) == "SG."
+    # an anchor or a word boundary first: no literal before it (their codes are ints too)
+    assert literal_prefix(re.compile(r"\bSK[0-9]")) == ""
+    assert literal_prefix(re.compile(r"^ghp_x")) == ""
 
 
 def _finditer_all(text: str) -> list[tuple[int, int]]:
