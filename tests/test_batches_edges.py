@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodwyn_retrieval.actors import _batches
