@@ -66,6 +66,7 @@ from nodwyn_retrieval.store.mem import (
     LogView,
     MemIndex,
     mem_path,
+    remove_locked,
 )
 from nodwyn_retrieval.store.mem_join import (
     Join,
@@ -405,7 +406,7 @@ class EarlierActor(Actor):
                 if join is not None:
                     join.close()
                 join = None
-                _remove(join_path(self.tasks_dir))
+                remove_locked(join_path(self.tasks_dir))
                 out, rejoin = await self._search(
                     tasks, plain, None, query, limit=limit, person=person
                 )
@@ -624,10 +625,3 @@ def _part(tasks_dir: Path, tid: str, old: Join | None) -> tuple[str, bytes | Non
         return None  # gone with its log
     return (tid, data) if mem.covered == st.st_size and mem.check.unchanged(st) else None
 
-
-def _remove(path: Path) -> None:
-    try:
-        with file_lock(path.parent / LOCK_NAME, timeout=LOCK_SECONDS):
-            path.unlink(missing_ok=True)
-    except (OSError, TimeoutError) as exc:
-        log.warning("cannot remove %s: %s", path, exc)

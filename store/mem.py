@@ -144,6 +144,7 @@ __all__ = [
     "merge_folds",
     "parse_lines",
     "postings_of",
+    "remove_locked",
     "word_key",
     "word_keys",
 ]
@@ -302,7 +303,7 @@ class LogView:
             self.rebuilt = why if why not in (None, "missing") else None
         elif mem is None and why not in (None, "missing") and write:
             # A damaged .mem of a log without a whole turn: nothing to build, so remove it.
-            _remove(Path(mpath))
+            remove_locked(Path(mpath))
         self.mem = mem
         self.tail = events
         if events:
@@ -386,7 +387,9 @@ class LogView:
         return event
 
 
-def _remove(path: Path) -> None:
+def remove_locked(path: Path) -> None:
+    """Remove a file of a tasks directory under the directory's lock (derived: a file that cannot
+    be removed, or whose lock is held too long, is left and said in the log, never an error)."""
     try:
         with file_lock(path.parent / LOCK_NAME, timeout=LOCK_SECONDS):
             path.unlink(missing_ok=True)
