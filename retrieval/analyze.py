@@ -420,14 +420,13 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     )
 
 
-def _definitions(
-    data: bytes, bounds: I64, table: WordTable, *, native: bool
-) -> tuple[list[int], list[int]]:
+def _definitions(data: bytes, bounds: I64, table: WordTable) -> tuple[list[int], list[int]]:
     """What each chunk defines (chunks.definitions_utf8): each word of a defined name, counted
-    once more as the definition term ">word" in the chunk of the name: (chunks, table ids)."""
+    once more as the definition term ">word" in the chunk of the name: (chunks, table ids). The
+    Python path's; the compiled pass finds them with ``Memo.definition_terms``."""
     def_chunk: list[int] = []
     def_word: list[int] = []
-    found = _definitions_utf8(data, native=native)
+    found = _definitions_utf8(data, native=False)
     if found:
         chunk_of = np.searchsorted(bounds[:-1], [at for at, _ in found], side="right").tolist()
         for c, (_, name) in zip(chunk_of, found, strict=True):
@@ -519,9 +518,7 @@ def _pairs_python(
         run_chunk = run_chunk[which]
         run_first = run_first[which]
     # 4. The definition terms, after the runs.
-    def_chunk, def_word = _definitions(
-        data, np.asarray(bounds, dtype=np.int64), table, native=False
-    )
+    def_chunk, def_word = _definitions(data, np.asarray(bounds, dtype=np.int64), table)
     if def_word:
         table_word = np.concatenate((table_word, np.asarray(def_word, dtype=np.int64)))
         run_chunk = np.concatenate((run_chunk, np.asarray(def_chunk, dtype=np.int64)))
