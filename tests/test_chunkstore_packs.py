@@ -312,18 +312,24 @@ def test_forgetting_a_second_copy_keeps_the_first(tmp_path: Path) -> None:
     assert store.get(key) == analyze(text(0))
 
 
-def test_a_collections_listing_sees_a_pack_the_lookup_would_not_yet(tmp_path: Path) -> None:
-    """A miss trusts the directory's mtime once it is a second old; the collection's listing
-    (list_packs) reads the directory whatever it says."""
-    from nodwyn_retrieval.store.packs import write_pack
-
+def _quiet_store(tmp_path: Path) -> tuple[ChunkStore, Path, int]:
+    """A store of one record whose packs directory was last changed ten seconds ago, opened by
+    a process with no lookup yet: (the store, its packs directory, that time in ns)."""
     store = ChunkStore(tmp_path)
     store.put(key_of(text(0)), analyze(text(0)))
     packs = tmp_path / PACKS
     old = time.time_ns() - 10_000_000_000
     os.utime(packs, ns=(old, old))
     reset_indexes()
-    store = ChunkStore(tmp_path)
+    return ChunkStore(tmp_path), packs, old
+
+
+def test_a_collections_listing_sees_a_pack_the_lookup_would_not_yet(tmp_path: Path) -> None:
+    """A miss trusts the directory's mtime once it is a second old; the collection's listing
+    (list_packs) reads the directory whatever it says."""
+    from nodwyn_retrieval.store.packs import write_pack
+
+    store, packs, old = _quiet_store(tmp_path)
     assert not store.exists(key_of(text(1)))  # listed: the directory is ten seconds old
     write_pack(packs, [(key_of(text(1)), b"x")])  # another process's pack, in the same tick
     os.utime(packs, ns=(old, old))
@@ -333,13 +339,7 @@ def test_a_collections_listing_sees_a_pack_the_lookup_would_not_yet(tmp_path: Pa
 
 
 def test_misses_in_a_quiet_directory_do_not_list_it_again(tmp_path: Path) -> None:
-    store = ChunkStore(tmp_path)
-    store.put(key_of(text(0)), analyze(text(0)))
-    packs = tmp_path / PACKS
-    old = time.time_ns() - 10_000_000_000
-    os.utime(packs, ns=(old, old))
-    reset_indexes()
-    store = ChunkStore(tmp_path)
+    store, _, _ = _quiet_store(tmp_path)
     assert not store.exists(key_of(text(1)))
     index = pack_index(tmp_path)
     listed = index.listings
