@@ -550,10 +550,23 @@ def _log_to_stderr(debug: bool) -> None:
     logging.captureWarnings(True)
 
 
+# C0 and C1 control characters but the newline and the tab, and DEL: what a terminal takes as
+# a command (ESC ] 2 ; sets its title, ESC [ 2 J clears it, CSI is one byte in C1).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """Text for a terminal: each control character a file or a file's name holds shown as
+    ``\\x1b``, so a cloned tree cannot write commands to the person's terminal."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _print(text: str) -> int:
     """Print to stdout; a reader that closed the pipe (``| head -1``) ends the command quietly,
-    as rg and grep do."""
+    as rg and grep do. To a terminal, control characters are shown, not sent (:func:`_visible`)."""
     try:
+        if sys.stdout.isatty():
+            text = _visible(text)
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
