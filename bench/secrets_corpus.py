@@ -549,7 +549,8 @@ def samples(per_shape: int = 4, seed: int = 20261201) -> list[Sample]:
 
 
 _MORE_SHAPES = ("ssh2-private-key", "base64-private-key", "braintree", "amazon-mws", "netrc",
-                "docker-identity-token", "registry-login-p", "mysql-p")  # fmt: skip
+                "docker-identity-token", "registry-login-p", "mysql-p", "sql-password", "sshpass",
+                "securestring")  # fmt: skip
 
 
 def _more(g: _Gen, per_shape: int) -> list[Sample]:
@@ -592,6 +593,22 @@ def _more(g: _Gen, per_shape: int) -> list[Sample]:
         pw = g.password()
         mysql = f"mysqldump -h db -u backup -p'{pw}' app > app.sql\n"
         out.append(Sample("mysql-p", pw, f"mysql-p/{i}/backup.sh", mysql))
+        pw = g.password().replace("'", "")
+        sql = (f"CREATE USER app{i} WITH ENCRYPTED PASSWORD '{pw}';\n", f"CREATE USER 'app{i}'@'%' IDENTIFIED BY '{pw}';\n",
+               f"ALTER ROLE app{i} PASSWORD '{pw}';\n", f"CREATE LOGIN app{i} WITH PASSWORD = '{pw}';\n")[i % 4]  # fmt: skip
+        out.append(Sample("sql-password", pw, f"sql-password/{i}/migrations/001_users.sql", sql))
+        pw = g.password()
+        out.append(
+            Sample(
+                "sshpass",
+                pw,
+                f"sshpass/{i}/deploy.sh",
+                f"sshpass -p '{pw}' scp app.tar host:/srv\n",
+            )
+        )
+        pw = g.password()
+        ps = f"$pw = ConvertTo-SecureString '{pw}' -AsPlainText -Force\n"
+        out.append(Sample("securestring", pw, f"securestring/{i}/deploy.ps1", ps))
     return out
 
 

@@ -568,7 +568,7 @@ RULES: tuple[Rule, ...] = (
         "password",
         # A registry login's password as a short flag: docker/podman/nerdctl/buildah/helm login -p.
         r"(?<![A-Za-z0-9_-])(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login"
-        r"\b[^\n]*?[ \t]-p(?:[ \t]+|=)(?P<v>(?P<b>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+))",
+        r"\b[^\n]*?[ \t]-p(?:[ \t]+|=)(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
         ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm"),
         check=_netrc_value,
     ),
@@ -576,9 +576,46 @@ RULES: tuple[Rule, ...] = (
         "password",
         # The mysql clients' password glued to -p (mysql -u root -pS3cret db).
         r"(?<![A-Za-z0-9_./-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mariadb)"
-        r"(?:\.exe)?[ \t][^\n]*?(?<![^ \t])-p(?P<v>(?P<b>\"[^\"\n]+\"|'[^'\n]+'|[^\s\"'|;&)]+))",
+        r"(?:\.exe)?[ \t][^\n]*?(?<![^ \t])-p(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"'|;&)]+))(?P=q)",
         ("mysql", "mariadb"),
         check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # SQL's own syntax: CREATE/ALTER USER, ROLE or LOGIN ... [WITH] [ENCRYPTED] PASSWORD [=] 'x'
+        # (PostgreSQL, SQL Server, Snowflake, Redshift).
+        r"(?<![A-Za-z0-9_])(?:create|alter)[ \t]+(?:user|role|login)[ \t][^;\n]*?(?<![A-Za-z0-9_])"
+        r"(?:encrypted[ \t]+)?password[ \t]*=?[ \t]*(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
+        ("create user", "alter user", "create role", "alter role", "create login", "alter login"),
+        check=_netrc_value,
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        "password",
+        # IDENTIFIED BY [PASSWORD] 'x' (MySQL, MariaDB, Oracle: CREATE USER, ALTER USER, GRANT). Its
+        # start is not found with it, so the value must look random too: prose's "identified by
+        # 'name'" is left.
+        r"(?<![A-Za-z0-9_])identified[ \t]+by[ \t]+(?:password[ \t]+)?(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
+        "identified by",
+        check=lambda b: random_body(b) and _netrc_value(b),
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        "password",
+        # sshpass -p PASSWORD, quoted or bare.
+        r"(?<![A-Za-z0-9_-])sshpass[ \t]+(?:-[A-Za-oq-z][ \t]+(?:[^\s-][^\s]*[ \t]+)?)*-p[ \t]*"
+        r"(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
+        "sshpass",
+        check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # PowerShell's plain text made a SecureString: ConvertTo-SecureString [-String] 'x' -AsPlainText.
+        r"(?<![A-Za-z0-9_-])ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)"
+        r"(?=[^\n]*-AsPlainText)",
+        "convertto-securestring",
+        check=_netrc_value,
+        flags=re.IGNORECASE,
     ),
     # --- tokens in general ---------------------------------------------------------------------------
     _rule(

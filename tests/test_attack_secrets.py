@@ -171,3 +171,49 @@ def test_a_mysql_password_glued_to_p() -> None:
     kept("mysql -u root -p$MYSQL_ROOT_PASSWORD app\n")
     kept("gcc $(mysql_config --cflags) -pthread -o x x.c\n")
     kept("mysql -h db -P3306 -u root app\n")
+
+
+def test_a_netrc_password_of_three_characters_is_taken_and_of_two_left() -> None:
+    gone("machine h login u password x9Z\n", "x9Z", kind="password")
+    kept("machine h login u password x9\n")
+
+
+def test_sql_passwords() -> None:
+    pw = rnd(14) + "!"
+    for text in (
+        f"CREATE USER app WITH PASSWORD '{pw}';\n",
+        f"create role app with login encrypted password '{pw}';\n",
+        f"ALTER USER postgres PASSWORD '{pw}';\n",
+        f"CREATE LOGIN app WITH PASSWORD = '{pw}', CHECK_POLICY = OFF;\n",
+        f"CREATE USER 'app'@'%' IDENTIFIED BY '{pw}';\n",
+        f'GRANT ALL ON db.* TO "app"@"%" IDENTIFIED BY "{pw}";\n',
+        f"ALTER USER app IDENTIFIED BY PASSWORD '{pw}';\n",
+    ):
+        out = gone(text, pw, kind="password")
+        assert "'[REDACTED:password]'" in out or '"[REDACTED:password]"' in out
+    kept("ALTER USER app PASSWORD NULL;\n")
+    kept("CREATE USER app WITH PASSWORD :'pw';\n")
+    kept("CREATE USER app WITH PASSWORD '${DB_PASSWORD}';\n")
+    kept("-- each user is identified by 'name' and by 'email'\n")
+    kept("SELECT password FROM users WHERE name = 'alice';\n")
+
+
+def test_sshpass_and_a_powershell_securestring() -> None:
+    pw = rnd(14) + "%"
+    for text in (
+        f"sshpass -p '{pw}' ssh u@h\n",
+        f"sshpass -p {pw} scp a h:b\n",
+        f"sshpass -v -p{pw} ssh h\n",
+    ):
+        gone(text, pw, kind="password")
+    kept('sshpass -p "$SSHPASS" ssh h\n')
+    kept("sshpass -f ~/.pw ssh h\n")
+    kept("sshpass -e ssh h\n")
+    for text in (
+        f"$p = ConvertTo-SecureString '{pw}' -AsPlainText -Force\n",
+        f'ConvertTo-SecureString -String "{pw}" -AsPlainText -Force\n',
+    ):
+        gone(text, pw, kind="password")
+    kept("$p = ConvertTo-SecureString $env:PW -AsPlainText -Force\n")
+    # Without -AsPlainText the string is already an encrypted one, not the password itself.
+    kept("$p = ConvertTo-SecureString '01000000d08c9ddf0115d1118c7a00c04fc297eb' -Key $k\n")
