@@ -555,18 +555,20 @@ def _log_to_stderr(debug: bool) -> None:
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _visible(text: str) -> str:
+def _visible(text: str, *, as_json: bool = False) -> str:
     """Text for a terminal: each control character a file or a file's name holds shown as
-    ``\\x1b``, so a cloned tree cannot write commands to the person's terminal."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    ``\\x1b`` (in JSON as ``\\u001b``, which JSON reads back), so a cloned tree cannot write
+    commands to the person's terminal."""
+    form = "\\u{:04x}" if as_json else "\\x{:02x}"
+    return _CONTROLS.sub(lambda m: form.format(ord(m.group())), text)
 
 
-def _print(text: str) -> int:
+def _print(text: str, *, as_json: bool = False) -> int:
     """Print to stdout; a reader that closed the pipe (``| head -1``) ends the command quietly,
     as rg and grep do. To a terminal, control characters are shown, not sent (:func:`_visible`)."""
     try:
         if sys.stdout.isatty():
-            text = _visible(text)
+            text = _visible(text, as_json=as_json)
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
@@ -610,7 +612,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    _print(json.dumps(doc, ensure_ascii=False, indent=None) if _opt(ns, "json") else text)
+    if _opt(ns, "json"):
+        _print(json.dumps(doc, ensure_ascii=False, indent=None), as_json=True)
+    else:
+        _print(text)
     if failed is not None:
         print(f"{PROG}: {failed}", file=sys.stderr)
         return 1

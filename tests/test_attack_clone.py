@@ -4,6 +4,7 @@ commands, its ignore files are FIFOs. Real git, real processes, a real terminal 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pty
 import select
@@ -145,6 +146,13 @@ def test_a_file_or_a_name_holding_terminal_commands_reaches_a_terminal_shown(
     text = out.decode()
     assert "\\x1b]2;owned\\x07" in text
     assert "b\\x1b[2J\\x1b[3J.py:1-1" in text
+    # --json to a terminal: still JSON, which reads back the file's own characters.
+    raw = _through_a_terminal(["--json", "search", "albatross"], repo, env)
+    doc = json.loads(raw.decode())
+    assert b"\x1b" not in raw
+    assert "\x9b".encode() not in raw
+    paths = {hit["path"] for hit in doc["results"]}
+    assert f"b{clear}.py" in paths
     # Into a pipe or a file the lines stay the file's own, byte for byte.
     piped = subprocess.run(
         [sys.executable, "-m", "nodwyn_retrieval", "search", "albatross"],
