@@ -93,35 +93,45 @@ async def test_a_clone_naming_programs_in_its_configuration_runs_none(tmp_path: 
     assert not mark.exists(), mark.read_text(encoding="utf-8")
 
 
-def _through_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> bytes:
-    """The bytes the CLI writes to a real terminal (a pty) as its standard output."""
+def _terminal_run(
+    args: list[str], cwd: Path, env: dict[str, str], *, stream: str = "stdout"
+) -> tuple[int, bytes]:
+    """The CLI's exit status and the bytes it writes to a real terminal (a pty) as its standard
+    output (or its standard error)."""
     master, slave = pty.openpty()
-    err = cwd.parent / "stderr"
+    other = cwd.parent / "other-stream"
     try:
-        with open(err, "wb") as errf:
+        with open(other, "wb") as otherf:
+            outs = {"stdout": slave, "stderr": otherf} if stream == "stdout" else {
+                "stdout": otherf, "stderr": slave}  # fmt: skip
             proc = subprocess.Popen(
                 [sys.executable, "-m", "nodwyn_retrieval", *args],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=errf,
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, **outs,
             )  # fmt: skip
-        os.close(slave)
-        out = b""
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # the terminal's other end closed: the CLI is done
+            os.close(slave)
+            out = b""
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], 1.0)
+                if ready:
+                    try:
+                        chunk = os.read(master, 65536)
+                    except OSError:  # the terminal's other end closed: the CLI is done
+                        break
+                    if not chunk:
+                        break
+                    out += chunk
+                elif proc.poll() is not None:
                     break
-                if not chunk:
-                    break
-                out += chunk
-            elif proc.poll() is not None:
-                break
-        assert proc.wait(timeout=60) == 0, err.read_text(encoding="utf-8")
-        return out
+            return proc.wait(timeout=60), out
     finally:
         os.close(master)
+
+
+def _through_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> bytes:
+    code, out = _terminal_run(args, cwd, env)
+    assert code == 0, (cwd.parent / "other-stream").read_text(encoding="utf-8")
+    return out
 
 
 def test_a_file_or_a_name_holding_terminal_commands_reaches_a_terminal_shown(
@@ -179,3 +189,12 @@ async def test_a_fifo_planted_as_a_gitignore_does_not_stall_every_search(tmp_pat
         took = time.monotonic() - start
     assert "a.py:1-2" in out.text, out.text
     assert took < 8, took
+
+
+def test_an_error_naming_control_characters_reaches_a_terminal_shown(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "clone", {"a.py": "def albatross():\n    return 1\n"})
+    code, err = _terminal_run(["\x1b]2;owned\x07"], repo, _env(tmp_path), stream="stderr")
+    assert code == 2
+    assert b"\x1b" not in err
+    assert b"\x07" not in err
+    assert "invalid choice: '\\x1b]2;owned\\x07'" in err.decode()
