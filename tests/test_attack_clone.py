@@ -193,8 +193,11 @@ async def test_a_fifo_planted_as_a_gitignore_does_not_stall_every_search(tmp_pat
 
 def test_an_error_naming_control_characters_reaches_a_terminal_shown(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "clone", {"a.py": "def albatross():\n    return 1\n"})
-    code, err = _terminal_run(["\x1b]2;owned\x07"], repo, _env(tmp_path), stream="stderr")
+    named = tmp_path / "\x1b]2;owned\x07"
+    named.mkdir()
+    args = ["search", "albatross", "--scope", "conversation", "--log", str(named)]
+    code, err = _terminal_run(args, repo, _env(tmp_path), stream="stderr")
     assert code == 2
     assert b"\x1b" not in err
     assert b"\x07" not in err
-    assert "invalid choice: '\\x1b]2;owned\\x07'" in err.decode()
+    assert "\\x1b]2;owned\\x07" in err.decode()
