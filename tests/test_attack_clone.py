@@ -201,3 +201,25 @@ def test_an_error_naming_control_characters_reaches_a_terminal_shown(tmp_path: P
     assert b"\x1b" not in err
     assert b"\x07" not in err
     assert "\\x1b]2;owned\\x07" in err.decode()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("planted", [".git", ".gitignore", "sub/.gitignore"])
+async def test_a_fifo_planted_in_a_plain_tree_is_not_waited_on(
+    tmp_path: Path, planted: str
+) -> None:
+    # Outside git the walk reads each .gitignore through guard/beneath.py (a regular file only),
+    # and a .git that is neither a directory nor a file is not a repository: nothing blocks.
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.py").write_text("def albatross():\n    return 1\n", encoding="utf-8")
+    (tree / "sub" / "b.py").write_text("def bittern():\n    pass\n", encoding="utf-8")
+    os.mkfifo(tree / planted)
+    async with await Engine.open(
+        tree, data_dir=tmp_path / "data", config_dir=tmp_path / "cfg"
+    ) as engine:
+        for query, where in (("albatross", "a.py:1-2"), ("bittern", "sub/b.py:1-2")):
+            out = await asyncio.wait_for(
+                engine.call_tool("index-search", {"query": query, "scope": "repo"}), 60
+            )
+            assert where in out.text, out.text
