@@ -538,6 +538,8 @@ def _log_to_stderr(debug: bool) -> None:
     class _Prefixed(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
             text = super().format(record)
+            if sys.stderr.isatty():  # a warning may name a cloned file
+                text = _visible(text)
             return "\n".join(f"{PROG}: {line}" for line in text.splitlines() or [""])
 
     handler = logging.StreamHandler(sys.stderr)
@@ -550,10 +552,30 @@ def _log_to_stderr(debug: bool) -> None:
     logging.captureWarnings(True)
 
 
-def _print(text: str) -> int:
+# C0 and C1 control characters but the newline and the tab, and DEL: what a terminal takes as
+# a command (ESC ] 2 ; sets its title, ESC [ 2 J clears it, CSI is one byte in C1).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str, *, as_json: bool = False) -> str:
+    """Text for a terminal: each control character a file or a file's name holds shown as
+    ``\\x1b`` (in JSON as ``\\u001b``, which JSON reads back), so a cloned tree cannot write
+    commands to the person's terminal."""
+    form = "\\u{:04x}" if as_json else "\\x{:02x}"
+    return _CONTROLS.sub(lambda m: form.format(ord(m.group())), text)
+
+
+def _say(text: str) -> None:
+    """One line on stderr, its control characters shown when stderr is a terminal."""
+    print(_visible(text) if sys.stderr.isatty() else text, file=sys.stderr)
+
+
+def _print(text: str, *, as_json: bool = False) -> int:
     """Print to stdout; a reader that closed the pipe (``| head -1``) ends the command quietly,
-    as rg and grep do."""
+    as rg and grep do. To a terminal, control characters are shown, not sent (:func:`_visible`)."""
     try:
+        if sys.stdout.isatty():
+            text = _visible(text, as_json=as_json)
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
@@ -579,26 +601,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as e:
         if debug:
             raise
-        print(f"{PROG}: {e}", file=sys.stderr)
+        _say(f"{PROG}: {e}")
         return 2
     except RetrievalError as e:
         if debug:
             raise
-        print(f"{PROG}: {e}", file=sys.stderr)
+        _say(f"{PROG}: {e}")
         return 1
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        _say(f"{PROG}: interrupted")
         return 130
     except Exception as e:
         if debug:
             raise
-        print(
-            f"{PROG}: unexpected error: {type(e).__name__}: {e} (run with --debug)",
-            file=sys.stderr,
-        )
+        _say(f"{PROG}: unexpected error: {type(e).__name__}: {e} (run with --debug)")
         return 1
-    _print(json.dumps(doc, ensure_ascii=False, indent=None) if _opt(ns, "json") else text)
+    if _opt(ns, "json"):
+        _print(json.dumps(doc, ensure_ascii=False, indent=None), as_json=True)
+    else:
+        _print(text)
     if failed is not None:
-        print(f"{PROG}: {failed}", file=sys.stderr)
+        _say(f"{PROG}: {failed}")
         return 1
     return 0

@@ -180,6 +180,10 @@ class Engine:
             raise BadInput("owns_log=True needs log=: the session log the engine is to write")
         if log_path is not None and log_path.is_dir():
             raise BadInput(f"log {log_path} is a directory: give the path of a .jsonl file")
+        if log_path is not None and (log_path.exists() and not log_path.is_file()):
+            # A FIFO would block the first read of its tail for ever, a device never ends, and
+            # the records file beside it would be made in /dev.
+            raise BadInput(f"log {log_path} is not a regular file: give the path of a .jsonl file")
         top, ddir, cdir, key, dirs, config = await asyncio.to_thread(
             _prepare, Path(root), data_dir, config_dir
         )
@@ -283,14 +287,25 @@ class Engine:
             return None
         if not isinstance(path, str) or not path.strip():
             raise BadInput(f"path must be a non-empty string, got {path!r}")
+        shown = _shown(path)
+        if "\0" in path:
+            raise BadInput(f"path {shown} holds a NUL byte, which no file name can")
+        try:
+            os.fsencode(path)
+        except UnicodeEncodeError:
+            raise BadInput(f"path {shown} is not a file name: it holds a lone surrogate") from None
         p = Path(path)
         full = p if p.is_absolute() else self.root / p
-        real = Path(os.path.realpath(full))
-        root = Path(os.path.realpath(self.root))
-        if real != root and root not in real.parents:
-            raise BadInput(f"path {path} is outside the repository")
-        if not real.exists():
-            raise NotFound(f"path {path} does not exist")
+        try:
+            real = Path(os.path.realpath(full))
+            root = Path(os.path.realpath(self.root))
+            if real != root and root not in real.parents:
+                raise BadInput(f"path {shown} is outside the repository")
+            exists = real.exists()
+        except OSError as e:  # a name too long, a loop of links: the path cannot be looked up
+            raise BadInput(f"path {shown} cannot be looked up: {e.strerror or e}") from None
+        if not exists:
+            raise NotFound(f"path {shown} does not exist")
         rel = real.relative_to(root).as_posix()
         return "" if rel == "." else rel
 
@@ -530,6 +545,8 @@ class Engine:
         try:
             if not isinstance(arguments, dict):
                 raise BadInput(f"arguments must be an object, got {type(arguments).__name__}")
+            if not all(isinstance(k, str) for k in arguments):
+                raise BadInput("arguments' names must be strings")
             if name == "index-search":
                 only(arguments, {"query", "scope", "limit", "path"}, name)
                 if "scope" not in arguments:
@@ -614,6 +631,12 @@ def _update_text(r: Refreshed, rel: str | None) -> str:
     if not r.saved:
         text += f"\nthe index could not be saved: {r.store_error}"
     return text
+
+
+def _shown(text: str, most: int = 120) -> str:
+    """A caller's text as an error names it: on one line, and cut short when it is long."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= most else f"{shown[:most]}... ({len(text)} characters)"
 
 
 def _iso(t: float) -> str:

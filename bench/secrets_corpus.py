@@ -472,7 +472,7 @@ _PRIVATE_KEYS: tuple[tuple[str, str], ...] = (
 
 def SHAPES() -> list[str]:
     """Every shape's name."""
-    return [*PROVIDERS, *(s for s, _, _ in STYLES), *(s for s, _ in _PRIVATE_KEYS), "gcp-service-account", "putty-key", "kubernetes-secret"]  # fmt: skip
+    return [*PROVIDERS, *(s for s, _, _ in STYLES), *(s for s, _ in _PRIVATE_KEYS), "gcp-service-account", "putty-key", "kubernetes-secret", *_MORE_SHAPES]  # fmt: skip
 
 
 def _env_name(shape: str) -> str:
@@ -544,6 +544,71 @@ def samples(per_shape: int = 4, seed: int = 20261201) -> list[Sample]:
             + f"\nPrivate-MAC: {g.s(HEX, 64)}\n"
         )
         out.append(Sample("putty-key", lines[3], f"putty-key/{i}/deploy.ppk", ppk))
+    out += _more(g, per_shape)
+    return out
+
+
+_MORE_SHAPES = ("ssh2-private-key", "base64-private-key", "braintree", "amazon-mws", "netrc",
+                "docker-identity-token", "registry-login-p", "mysql-p", "sql-password", "sshpass",
+                "securestring")  # fmt: skip
+
+
+def _more(g: _Gen, per_shape: int) -> list[Sample]:
+    """The shapes added after the rest, drawn last so the others' samples stay as they were."""
+    out: list[Sample] = []
+    for i in range(per_shape):
+        lines = [g.b64(48) for _ in range(8)]
+        key = "\n".join(lines)
+        ssh2 = (f'---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: "deploy-{i}"\n{key}\n'
+                "---- END SSH2 ENCRYPTED PRIVATE KEY ----\n")  # fmt: skip
+        out.append(Sample("ssh2-private-key", lines[4], f"ssh2-private-key/{i}/deploy.ssh2", ssh2))
+        pem = _pem(g, ("RSA PRIVATE KEY", "EC PRIVATE KEY", "PRIVATE KEY")[i % 3])
+        blob = base64.b64encode((pem + "\n").encode()).decode()
+        kube = ("apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n"
+                f"    client-key-data: {blob}\n")  # fmt: skip
+        out.append(
+            Sample("base64-private-key", blob[100:140], f"base64-private-key/{i}/kubeconfig", kube)
+        )
+        bt = f"access_token$production${g.s(LOWER_NUM, 16)}${g.s(HEX, 32)}"
+        out.append(Sample("braintree", bt, f"braintree/{i}/pay.py", f'BRAINTREE = "{bt}"\n'))
+        uuid = "-".join(g.s(HEX, n) for n in (8, 4, 4, 4, 12))
+        mws = f"amzn.mws.{uuid}"
+        out.append(Sample("amazon-mws", mws, f"amazon-mws/{i}/mws.rb", f"MWS_AUTH = '{mws}'\n"))
+        pw = g.password()
+        netrc = (f"machine api.example.com login deploy password {pw}\n" if i % 2 == 0 else
+                 f"RUN printf 'machine git.example.com\\n  login ci\\n  password {pw}\\n' > /root/.netrc\n")  # fmt: skip
+        where = "netrc.txt" if i % 2 == 0 else "Dockerfile"
+        out.append(Sample("netrc", pw, f"netrc/{i}/{where}", netrc))
+        tok = g.s(B62, 40)
+        doc = json.dumps({"auths": {"registry.example.com": {"identitytoken": tok}}}, indent=2)
+        out.append(
+            Sample(
+                "docker-identity-token", tok, f"docker-identity-token/{i}/docker.json", doc + "\n"
+            )
+        )
+        pw = g.password()
+        tool = ("docker", "podman", "helm registry", "nerdctl")[i % 4]
+        login = f"{tool} login -u ci -p '{pw}' registry.example.com\n"
+        out.append(Sample("registry-login-p", pw, f"registry-login-p/{i}/login.sh", login))
+        pw = g.password()
+        mysql = f"mysqldump -h db -u backup -p'{pw}' app > app.sql\n"
+        out.append(Sample("mysql-p", pw, f"mysql-p/{i}/backup.sh", mysql))
+        pw = g.password().replace("'", "")
+        sql = (f"CREATE USER app{i} WITH ENCRYPTED PASSWORD '{pw}';\n", f"CREATE USER 'app{i}'@'%' IDENTIFIED BY '{pw}';\n",
+               f"ALTER ROLE app{i} PASSWORD '{pw}';\n", f"CREATE LOGIN app{i} WITH PASSWORD = '{pw}';\n")[i % 4]  # fmt: skip
+        out.append(Sample("sql-password", pw, f"sql-password/{i}/migrations/001_users.sql", sql))
+        pw = g.password()
+        out.append(
+            Sample(
+                "sshpass",
+                pw,
+                f"sshpass/{i}/deploy.sh",
+                f"sshpass -p '{pw}' scp app.tar host:/srv\n",
+            )
+        )
+        pw = g.password()
+        ps = f"$pw = ConvertTo-SecureString '{pw}' -AsPlainText -Force\n"
+        out.append(Sample("securestring", pw, f"securestring/{i}/deploy.ps1", ps))
     return out
 
 

@@ -18,9 +18,12 @@ replaced (the whole match without one); a group ``b`` is the random body, which 
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from nodwyn_retrieval.guard.secret_values import is_placeholder
 
 __all__ = ["RULES", "Rule", "random_body"]
 
@@ -108,6 +111,38 @@ def _prefixed(
     return _rule(kind, _L + f"(?:{alt})(?P<b>{body})" + _R, prefixes, check=check)
 
 
+def _b64_heads(heads: tuple[str, ...]) -> tuple[str, ...]:
+    """The base64 every encoding of these PEM BEGIN lines starts with (whole 3-byte groups)."""
+    out = []
+    for head in heads:
+        raw = head.encode()
+        out.append(base64.b64encode(raw[: len(raw) // 3 * 3]).decode())
+    return tuple(out)
+
+
+_B64_PEM_HEADS = _b64_heads(
+    (
+        "-----BEGIN PRIVATE KEY-----",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----BEGIN EC PRIVATE KEY-----",
+        "-----BEGIN DSA PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+    )
+)
+
+
+_NETRC_SEP = r"(?:[ \t]|\r?\n|\\n)+"
+"""What separates a netrc file's words: blanks, newlines, and the "\\n" of a printf writing one."""
+
+
+def _netrc_value(s: str) -> bool:
+    """A netrc or a login command's password: a literal, not a reference or a placeholder."""
+    v = s.strip("\"'")
+    return len(v) >= 3 and not is_placeholder(v)
+
+
 RULES: tuple[Rule, ...] = (
     # --- keys and key files ------------------------------------------------------------------------
     _rule(
@@ -126,6 +161,27 @@ RULES: tuple[Rule, ...] = (
         r"Private-Lines:[ \t]*\d+[ \t]*\r?\n(?:[A-Za-z0-9+/=]{4,}[ \t]*\r?\n)*"
         r"(?:Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?",
         "private-lines:",
+        check=_any,
+    ),
+    _rule(
+        "private-key",
+        # The SSH.com (RFC 4716) form, four dashes and spaces: what ssh-keygen -e and some
+        # Windows clients write. Its headers ("Comment: ...") and base64 lines, to the END line.
+        r"---- BEGIN SSH2 (?:ENCRYPTED )?PRIVATE KEY ----"
+        r"(?:[\s\S]*?---- END SSH2 (?:ENCRYPTED )?PRIVATE KEY ----"
+        r"|(?:[ \t]*\r?\n[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*))*)",
+        "---- begin ssh2",
+        check=_any,
+    ),
+    _rule(
+        "private-key",
+        # A PEM private key encoded again in base64: a kubeconfig's client-key-data, a Helm
+        # value, a CI variable. "-----BEGIN RSA PRIVATE KEY-----" is "LS0tLS1CRUdJTiBSU0Eg...";
+        # the blob on its line, and the 64- or 76-character lines of one wrapped by base64(1).
+        r"(?<![A-Za-z0-9+/])(?:" + "|".join(_B64_PEM_HEADS) + r")[A-Za-z0-9+/]*={0,2}"
+        r"(?:\r?\n[ \t]*[A-Za-z0-9+/]{64,76}(?=\r?\n|$))*"
+        r"(?:\r?\n[ \t]*[A-Za-z0-9+/]{8,75}={0,2}(?![^\r\n]))?",
+        "ls0tls1crudjtib",
         check=_any,
     ),
     _rule(
@@ -477,6 +533,90 @@ RULES: tuple[Rule, ...] = (
     _rule("langfuse-key", _L + r"sk-lf-(?P<b>" + _UUID + ")" + _R, "sk-lf-"),
     _rule("resend-key", _L + r"re_(?P<b>[A-Za-z0-9]{8}_[A-Za-z0-9]{24})" + _R, "re_"),
     _prefixed("neon-key", ("napi_",), r"[a-z0-9]{64}"),
+    _rule(
+        "braintree-token",
+        _L + r"access_token\$(?:production|sandbox)\$(?P<b>[0-9a-z]{16}\$[0-9a-f]{32})" + _R,
+        ("access_token$production$", "access_token$sandbox$"),
+        check=lambda b: all(random_body(part) for part in b.split("$")),
+    ),
+    _rule("amazon-mws-token", _L + r"amzn\.mws\.(?P<b>" + _UUID + ")" + _R, "amzn.mws."),
+    _rule(
+        "token",
+        # A Docker config.json's identity and registry tokens (its "auth" is the assignment rule's).
+        r'(?:identitytoken|registrytoken)"[ \t]*:[ \t]*"(?P<v>(?P<b>[^"\s]{8,}))"',
+        ('identitytoken"', 'registrytoken"'),
+        check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # A netrc entry, on one line or several: machine HOST [login USER] [account A] password P
+        # (also written into .netrc by a script or a Dockerfile). "login" or the password must
+        # follow the host: prose's "machine learning password manager" holds neither order.
+        # Lines may be the "\n" escapes of a printf or an echo -e writing the file.
+        r"(?<![A-Za-z0-9_-])machine[ \t]+[^\s\\]+(?:"
+        + _NETRC_SEP
+        + r"(?:login|account|port)[ \t]+[^\s\\]+)+"
+        + _NETRC_SEP
+        + r"password[ \t]+(?P<v>(?P<b>(?:[^\s\\]|\\(?!n))+?))"
+        r"(?=\\n|[\'\"]?[ \t]*(?:\r?\n|$)|[\'\"][ \t;|&>)]|"
+        + _NETRC_SEP
+        + r"(?:machine|login|account|port|macdef|default)[ \t])",
+        "machine",
+        check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # A registry login's password as a short flag: docker/podman/nerdctl/buildah/helm login -p.
+        r"(?<![A-Za-z0-9_-])(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login"
+        r"\b[^\n]*?[ \t]-p(?:[ \t]+|=)(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
+        ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm"),
+        check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # The mysql clients' password glued to -p (mysql -u root -pS3cret db).
+        r"(?<![A-Za-z0-9_./-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mariadb)"
+        r"(?:\.exe)?[ \t][^\n]*?(?<![^ \t])-p(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"'|;&)]+))(?P=q)",
+        ("mysql", "mariadb"),
+        check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # SQL's own syntax: CREATE/ALTER USER, ROLE or LOGIN ... [WITH] [ENCRYPTED] PASSWORD [=] 'x'
+        # (PostgreSQL, SQL Server, Snowflake, Redshift).
+        r"(?<![A-Za-z0-9_])(?:create|alter)[ \t]+(?:user|role|login)[ \t][^;\n]*?(?<![A-Za-z0-9_])"
+        r"(?:encrypted[ \t]+)?password[ \t]*=?[ \t]*(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
+        ("create user", "alter user", "create role", "alter role", "create login", "alter login"),
+        check=_netrc_value,
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        "password",
+        # IDENTIFIED BY [PASSWORD] 'x' (MySQL, MariaDB, Oracle: CREATE USER, ALTER USER, GRANT). Its
+        # start is not found with it, so the value must look random too: prose's "identified by
+        # 'name'" is left.
+        r"(?<![A-Za-z0-9_])identified[ \t]+by[ \t]+(?:password[ \t]+)?(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
+        "identified by",
+        check=lambda b: random_body(b) and _netrc_value(b),
+        flags=re.IGNORECASE,
+    ),
+    _rule(
+        "password",
+        # sshpass -p PASSWORD, quoted or bare.
+        r"(?<![A-Za-z0-9_-])sshpass[ \t]+(?:-[A-Za-oq-z][ \t]+(?:[^\s-][^\s]*[ \t]+)?)*-p[ \t]*"
+        r"(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
+        "sshpass",
+        check=_netrc_value,
+    ),
+    _rule(
+        "password",
+        # PowerShell's plain text made a SecureString: ConvertTo-SecureString [-String] 'x' -AsPlainText.
+        r"(?<![A-Za-z0-9_-])ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)"
+        r"(?=[^\n]*-AsPlainText)",
+        "convertto-securestring",
+        check=_netrc_value,
+        flags=re.IGNORECASE,
+    ),
     # --- tokens in general ---------------------------------------------------------------------------
     _rule(
         "jwt",
