@@ -73,6 +73,7 @@ from nodwyn_retrieval.tools import (
     check_query,
     check_scope,
     only,
+    shown_text,
     tool_definitions,
     working_rule,
 )
@@ -287,7 +288,7 @@ class Engine:
             return None
         if not isinstance(path, str) or not path.strip():
             raise BadInput(f"path must be a non-empty string, got {path!r}")
-        shown = _shown(path)
+        shown = shown_text(path)
         if "\0" in path:
             raise BadInput(f"path {shown} holds a NUL byte, which no file name can")
         try:
@@ -631,12 +632,6 @@ def _update_text(r: Refreshed, rel: str | None) -> str:
     if not r.saved:
         text += f"\nthe index could not be saved: {r.store_error}"
     return text
-
-
-def _shown(text: str, most: int = 120) -> str:
-    """A caller's text as an error names it: on one line, and cut short when it is long."""
-    shown = text if text.isprintable() else repr(text)[1:-1]
-    return shown if len(shown) <= most else f"{shown[:most]}... ({len(text)} characters)"
 
 
 def _iso(t: float) -> str:

@@ -25,6 +25,7 @@ __all__ = [
     "check_query",
     "check_scope",
     "only",
+    "shown_text",
     "tool_definitions",
     "working_rule",
 ]
@@ -52,13 +53,21 @@ def working_rule(*, conversation: bool = True) -> str:
     return WORKING_RULE + (_RECALL_RULE if conversation else "")
 
 
+def shown_text(text: str, most: int = 120) -> str:
+    """A caller's text as an error names it: on one line, and cut short when it is long."""
+    shown = text if text.isprintable() else repr(text)[1:-1]
+    return shown if len(shown) <= most else f"{shown[:most]}... ({len(text)} characters)"
+
+
 def check_query(query: object) -> str:
     if not isinstance(query, str):
         raise BadInput(f"query must be a string, got {type(query).__name__}")
     if not query.strip():
         raise BadInput("query is empty: give the words or names to search for")
     if not query_words(query):
-        raise BadInput(f"query {query!r} has no words to search for: give words or names")
+        raise BadInput(
+            f"query '{shown_text(query)}' has no words to search for: give words or names"
+        )
     return query
 
 

@@ -90,6 +90,27 @@ async def test_a_name_that_is_not_utf8_is_still_a_path(repo: Path, tmp_path: Pat
 
 
 @pytest.mark.asyncio
+async def test_a_huge_query_without_words_is_named_short_in_its_error(
+    repo: Path, tmp_path: Path
+) -> None:
+    async with await Engine.open(
+        repo, data_dir=tmp_path / "data", config_dir=tmp_path / "cfg"
+    ) as engine:
+        huge = "+-*/ " * 400_000  # 2 MB of punctuation: no word in it
+        out = await engine.call_tool("index-search", {"query": huge, "scope": "repo"})
+        assert out.is_error
+        _one_line(out.text)
+        assert "has no words to search for" in out.text
+        assert f"({len(huge)} characters)" in out.text
+        control = await engine.call_tool("index-search", {"query": "+-\x1b[\n", "scope": "repo"})
+        _one_line(control.text)  # shown escaped, on one line
+        assert "\\x1b" in control.text
+        assert (
+            await engine.call_tool("index-search", {"query": "albatross", "scope": "repo"})
+        ).is_error is False
+
+
+@pytest.mark.asyncio
 async def test_argument_names_that_are_not_strings_are_one_clear_error(
     repo: Path, tmp_path: Path
 ) -> None:
