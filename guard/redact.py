@@ -706,8 +706,8 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
                     generic.append((at, ri))
             elif ri == _K8S:
                 secrets_at.append(at)
-            else:
-                (provider if 0 <= ri < _N_PROVIDERS else generic).append((at, ri))
+            else:  # a rule's index: the providers' come first
+                (provider if ri < _N_PROVIDERS else generic).append((at, ri))
     provider.extend(_direct(text, raw))
     taken: list[tuple[int, int, str]] = []
     pos = 0

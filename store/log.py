@@ -112,14 +112,12 @@ def line_events(data: bytes, end: int) -> tuple[list[int], list[dict[str, Any] |
     so as many values as lines means one on each, the whole line. Otherwise, and when the
     batch is refused (a bad line, a byte-order mark, a number ``json`` alone reads), each line
     is read alone, as ever."""
-    # The line breaks, and whether every line begins with "{" and ends with "}", for all the
-    # lines at once (a step a line in Python was a fifth of the decoding's time).
+    # The line breaks, and whether every line begins with "{" and ends with "}" (an empty line
+    # begins with its break), for all the lines at once, not a step a line in Python.
     b = np.frombuffer(data, dtype=np.uint8, count=end)
     at = np.flatnonzero(b == 0x0A)
     starts = np.concatenate((np.zeros(1, dtype=at.dtype), at[:-1] + 1)) if at.size else at
-    whole = bool(
-        at.size and np.all(at > starts) and np.all(b[starts] == 0x7B) and np.all(b[at - 1] == 0x7D)
-    )
+    whole = bool(at.size and np.all(b[starts] == 0x7B) and np.all(b[at - 1] == 0x7D))
     breaks: list[int] = at.tolist()
     if whole:
         try:
