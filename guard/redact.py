@@ -427,12 +427,17 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
     floor: where a credential already taken ends; the name starts after it, as it will once that
     credential is a marker (``-----BEGIN ... KEY-------password x``: the name is ``--password``).
     """
+    end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
+    m = _OPERATOR.match(text, end)
+    if m is None and text[end : end + 1] not in (" ", "\t"):
+        # Neither an operator nor a flag's value after the name (``pass`` in code, a word in
+        # prose: most places a locator occurs): nothing to judge, whatever the name is.
+        return None
     # The name begins where the run of name characters before at does, at most _MAX_NAME back
     # and not before floor: that run, read backwards, is the match at the start of the reversed
     # characters before at (one slice and one match, not a step a character).
     lo = max(floor, at - _MAX_NAME)
     start = at - _NAME_REST.match(text[lo:at][::-1]).end()  # type: ignore[union-attr]
-    end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
     if text.endswith(_MARKER_PREFIX, 0, start):
         return None  # the kind inside a marker: [REDACTED:private-key]=...
     name = text[start:end]
@@ -446,7 +451,6 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
         if f is None or ":" in f.group("v") or not _bare_secret(f.group("v"), kind, False, ""):
             return None
         return f.start("v"), f.end("v"), kind, end
-    m = _OPERATOR.match(text, end)
     if m is None:
         return None
     op, close = m.group("op"), m.group("close")
@@ -597,14 +601,17 @@ def _direct_scan() -> _Scan:
 _DIRECT_AUTOMATON, _DIRECT_BYTES_AUTOMATON, _DIRECT_SCANNED, _DIRECT_REST = _direct_scan()
 
 
-def _direct(text: str) -> list[tuple[int, int]]:
+def _direct(text: str, raw: bytes | None = None) -> list[tuple[int, int]]:
     """(start, rule) of every match of the rules without a locator, as each rule's ``finditer``
     over text finds them: a match starts with its rule's literal prefix, so trying the rule at
-    each occurrence of it, in order and not inside the match before, finds the same matches."""
+    each occurrence of it, in order and not inside the match before, finds the same matches.
+    raw: the text's ASCII bytes when the caller has them (an ASCII text's are its own)."""
     found: list[tuple[int, int]] = []
     if _DIRECT_AUTOMATON is not None and _DIRECT_BYTES_AUTOMATON is not None:
-        if text.isascii():
-            hits = _DIRECT_BYTES_AUTOMATON.find_matches_as_indexes(text.encode("ascii"))
+        if raw is None and text.isascii():
+            raw = text.encode("ascii")
+        if raw is not None:
+            hits = _DIRECT_BYTES_AUTOMATON.find_matches_as_indexes(raw)
         else:
             hits = _DIRECT_AUTOMATON.find_matches_as_indexes(text)
         if hits:
@@ -673,8 +680,15 @@ def _in_marker(text: str, pos: int) -> bool:
 
 def _spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each credential's replaced part, in text order."""
-    low = _lowered(text)
-    hits = _locate(low)
+    raw: bytes | None = None
+    if text.isascii():
+        # Most source: bytes are characters; the bytes' lowercase is the text's, and one
+        # encoding serves both scans.
+        raw = text.encode("ascii")
+        hits = _BYTES_AUTOMATON.find_matches_as_indexes(raw.lower(), overlapping=True)
+    else:
+        raw = None
+        hits = _locate(_lowered(text))
     if not hits and not _DIRECT:
         return []
     provider: list[tuple[int, int]] = []
@@ -682,11 +696,19 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     secrets_at: list[int] = []
     for li, at, _end in hits:
         for ri in _RULES_OF[li]:
-            if ri == _K8S:
+            if ri == _ASSIGN:
+                # Most places a secret word occurs have neither an operator nor a flag's value
+                # after their name (``pass`` in code, a word in prose): _assignment finds nothing
+                # there, nor at any other secret word of that name (its name ends in the same
+                # place), so the place is not kept to be judged.
+                end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
+                if _OPERATOR.match(text, end) is not None or text[end : end + 1] in (" ", "\t"):
+                    generic.append((at, ri))
+            elif ri == _K8S:
                 secrets_at.append(at)
-            else:
-                (provider if 0 <= ri < _N_PROVIDERS else generic).append((at, ri))
-    provider.extend(_direct(text))
+            else:  # a rule's index: the providers' come first
+                (provider if ri < _N_PROVIDERS else generic).append((at, ri))
+    provider.extend(_direct(text, raw))
     taken: list[tuple[int, int, str]] = []
     pos = 0
     provider.sort()

@@ -177,6 +177,64 @@ static int dump_hint_at(const unsigned char *p, size_t n, size_t i, size_t width
     return 1;
 }
 
+/* The first place at or after `from` where a window of `len` bytes of the class `mask` ends (its
+ * last byte's index), or n when there is none: a window's last byte outside the class moves the
+ * search on by `len`, one inside it is walked back to its run's start, so a text of short runs is
+ * read at a few bytes in `len`, not every byte. */
+static size_t class_run_end(const unsigned char *p, size_t n, size_t from, unsigned char mask,
+                            size_t len) {
+    size_t i = from + len - 1;
+    while (i < n) {
+        if (!(blob_class[p[i]] & mask)) {
+            i += len;
+            continue;
+        }
+        size_t k = i;
+        while (i - k + 1 < len && (blob_class[p[k - 1]] & mask)) k--;
+        if (i - k + 1 >= len) return i;
+        i = k + len - 1; /* p[k - 1] is outside the class: a window begins at k or after */
+    }
+    return n;
+}
+
+/* Whether a text may hold a blob (blob_hints' looks, module comment above): "ata:" or "ATA:" (at
+ * each ":", which memchr finds), a line of BLOB_MIN_LINE bytes, a run of BLOB_MIN_RUN of the
+ * alphabet, or a dump's hint. Every hint is hex digits and blanks only, at least 11 of them
+ * ("hh hh hh hh"), so hints are looked for only inside such runs: at a blank after two hex
+ * digits (a hint's first blank). */
+#define BLOB_HINT_MIN 11
+static int may_hold_blob(const unsigned char *p, size_t n) {
+    if (n < BLOB_MIN_RUN) return 0;
+    for (const unsigned char *q = p + 3, *e = p + n; q < e;) {
+        const unsigned char *colon = memchr(q, ':', (size_t)(e - q));
+        if (!colon) break;
+        if (!memcmp(colon - 3, "ata", 3) || !memcmp(colon - 3, "ATA", 3)) return 1;
+        q = colon + 1;
+    }
+    for (const unsigned char *q = p, *e = p + n; q < e;) {
+        const unsigned char *nl = memchr(q, '\n', (size_t)(e - q));
+        const unsigned char *stop = nl ? nl : e;
+        if ((size_t)(stop - q) >= BLOB_MIN_LINE) return 1;
+        q = stop + 1;
+    }
+    if (class_run_end(p, n, 0, B_ALPHA, BLOB_MIN_RUN) < n) return 1;
+    const unsigned char hexblank = B_HEX | B_BLANK;
+    for (size_t at = 0; (at = class_run_end(p, n, at, hexblank, BLOB_HINT_MIN)) < n;) {
+        size_t s = at, e = at + 1;
+        while (s > 0 && (blob_class[p[s - 1]] & hexblank)) s--;
+        while (e < n && (blob_class[p[e]] & hexblank)) e++;
+        for (size_t i = s + 2; i < e; i++)
+            if ((blob_class[p[i]] & B_BLANK) && (blob_class[p[i - 1]] & B_HEX) &&
+                (blob_class[p[i - 2]] & B_HEX) &&
+                /* "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
+                (dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
+                 dump_hint_at(p, n, i, 8, 2)))
+                return 1;
+        at = e; /* p[e] is outside the run: the next begins after it */
+    }
+    return 0;
+}
+
 static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
     Py_buffer data = {0}, bounds = {0};
     if (!PyArg_ParseTuple(args, "y*y*:blob_hints", &data, &bounds)) return NULL;
@@ -201,28 +259,7 @@ static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {
         const unsigned char *p = t + bd[c];
         size_t n = (size_t)(bd[c + 1] - bd[c]);
         if (n < BLOB_MIN_RUN) continue;
-        /* "ata:" and "ATA:", and lines of BLOB_MIN_LINE, by memmem and memchr; then one pass
-         * for runs of the alphabet and dumps' hints, which are looked for only at a blank after
-         * two hex digits (a hint's first blank). */
-        int hit = memmem(p, n, "ata:", 4) != NULL || memmem(p, n, "ATA:", 4) != NULL;
-        for (const unsigned char *q = p, *e = p + n; !hit && q < e;) {
-            const unsigned char *nl = memchr(q, '\n', (size_t)(e - q));
-            const unsigned char *stop = nl ? nl : e;
-            hit = (size_t)(stop - q) >= BLOB_MIN_LINE;
-            q = stop + 1;
-        }
-        size_t run = 0, hexes = 0;
-        for (size_t i = 0; i < n && !hit; i++) {
-            unsigned char cl = blob_class[p[i]];
-            run = (cl & B_ALPHA) ? run + 1 : 0;
-            if (run >= BLOB_MIN_RUN) hit = 1;
-            if ((cl & B_BLANK) && hexes >= 2)
-                /* "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
-                hit = dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
-                      dump_hint_at(p, n, i, 8, 2);
-            hexes = (cl & B_HEX) ? hexes + 1 : 0;
-        }
-        out[c] = (unsigned char)hit;
+        out[c] = (unsigned char)may_hold_blob(p, n);
     }
     result = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n_texts);
 done:

@@ -116,7 +116,6 @@ from nodwyn_retrieval.store.mem_log import (
     TAIL_BYTES,
     LogCheck,
     LoggedEvent,
-    collector_paused,
     covered_end,
     parse_lines,
 )
@@ -266,10 +265,6 @@ class LogView:
         return mem, None
 
     def _load(self, st: os.stat_result, write: bool, damaged: str | None = None) -> None:
-        with collector_paused():
-            self._load_paused(st, write, damaged)
-
-    def _load_paused(self, st: os.stat_result, write: bool, damaged: str | None) -> None:
         mpath = self.reader.mem_file(os.fspath(self.path))
         mem, why = (None, damaged) if damaged is not None else self._checked(mpath, st)
         start = mem.covered if mem is not None else 0

@@ -161,7 +161,7 @@ def _spans(lengths: I64) -> tuple[I64, I64]:
     total = int(lengths.sum())
     group = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
     starts = np.cumsum(lengths) - lengths
-    return group, np.arange(total, dtype=np.int64) - starts[group]
+    return group, np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
 
 
 _PACK_BITS = 31
@@ -334,10 +334,13 @@ def fold_events(events: Sequence[LoggedEvent], *, native: bool = NATIVE) -> Fold
     fd = np.asarray(f_doc, dtype=np.int64)
     ft = np.asarray(f_text, dtype=np.int64)
     fw = np.asarray(f_weight, dtype=np.int64)
-    item, place = _spans(t_len[ft])
-    src = t_start[ft][item] + place
-    pair_doc = fd[item]
-    pair_tf = tcounts[src] * fw[item]
+    # Each (document, text) pair's words laid end to end: a value of the pair repeated once a
+    # word (np.repeat, a copy, not a gather by index).
+    lens = t_len[ft]
+    _, place = _spans(lens)
+    src = np.repeat(t_start[ft], lens) + place
+    pair_doc = np.repeat(fd, lens)
+    pair_tf = tcounts[src] * np.repeat(fw, lens)
     doc_len = np.bincount(pair_doc, weights=pair_tf, minlength=n_docs)
     return Fold(
         keys=keys,

@@ -86,3 +86,25 @@ def test_a_block_reads_as_random_from_half_its_characters_changing_class() -> No
     assert len(fifty) == len(forty_nine) == 100
     assert blob_spans(b"x " + fifty + b" y") == [(2, 102)]
     assert blob_spans(b"x " + forty_nine + b" y") == []
+
+
+def test_the_pass_agrees_with_may_hold_blobs_on_texts_of_runs_near_their_lengths() -> None:
+    # Texts of a few characters: hex digits, blanks, the rest of base64's alphabet and others,
+    # so that runs of the alphabet near 40 and of hex digits and blanks near a dump's hint (11
+    # to 17) begin and end at every place, and the pass's skips over short runs are tried.
+    rng = random.Random(5)
+    alphabets = [b"ab01 ", b"ab01 \t.", b"Zz9+/a", b"Zz9+/ .", b"0f \n:aAtT", b"dead beef\n"]
+    texts: list[bytes] = []
+    for _ in range(3000):
+        chars = rng.choice(alphabets)
+        texts.append(bytes(rng.choice(chars) for _ in range(rng.randrange(35, 160))))
+    got = hints(texts)
+    assert got == [may_hold_blobs(t + b" ") for t in texts]
+    assert 0.05 < sum(got) / len(got) < 0.95
+    # Each hint alone between two characters that are neither hex digits nor blanks, at the
+    # start, in the middle and at the end of a text; one character short, none.
+    pad = b"-" * 40
+    for hint in (b"00 11 22 33", b"0011 2233 4455", b"00112233 44556677"):
+        for short in (hint, hint[1:]):
+            for text in (short + b"." + pad, pad + b"." + short + b"." + pad, pad + b"." + short):
+                assert hints([text]) == [short == hint] == [may_hold_blobs(text + b" ")]

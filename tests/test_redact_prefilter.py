@@ -120,3 +120,12 @@ def test_rules_without_a_prefix_are_all_left_to_their_own_finditer(
     automaton, byte_automaton, scanned, rest = R._direct_scan()
     assert (automaton, byte_automaton, scanned) == (None, None, ())
     assert rest == tuple(range(len(R._DIRECT)))
+
+
+def test_a_provider_token_as_a_url_s_password_is_redacted_as_the_token() -> None:
+    # The provider's shape is judged first, and the URL's password rule does not take what it
+    # took: the marker names the token's kind, once.
+    token = next(s.secret for s in samples(per_shape=2) if s.shape == "github-pat")
+    got = redact(f"git clone https://bot:{token}@github.com/o/r.git\n")
+    assert got.text == "git clone https://bot:[REDACTED:github-token]@github.com/o/r.git\n"
+    assert got.kinds == ("github-token",)
