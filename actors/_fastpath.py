@@ -23,7 +23,7 @@ import stat as stat_mod
 from collections.abc import Mapping
 from pathlib import Path
 
-from nodwyn_retrieval.actors.messages import FileStat
+from nodwyn_retrieval.actors._stat import Sig
 from nodwyn_retrieval.guard import Guard
 from nodwyn_retrieval.guard.guard import DefaultGuard
 from nodwyn_retrieval.store.manifest import Entry
@@ -71,7 +71,7 @@ def real_dirs(root: Path, dirs: set[str]) -> set[str]:
 def vouched(
     root: Path,
     guard: Guard,
-    fs: Mapping[str, FileStat | None],
+    fs: Mapping[str, Sig | None],
     entries: Mapping[str, Entry],
     *,
     fingerprint: str,
@@ -83,11 +83,12 @@ def vouched(
     if os.path.realpath(root) != str(guard.root):
         return []
     same: list[str] = []
-    for path, st in fs.items():
-        if st is None:
+    get = entries.get
+    for path, sig in fs.items():
+        if sig is None:
             continue
-        e = entries.get(path)
-        if e is not None and (e.size, e.mtime_ns, e.inode) == (st.size, st.mtime_ns, st.inode):
+        e = get(path)
+        if e is not None and e.size == sig[0] and e.mtime_ns == sig[1] and e.inode == sig[2]:
             same.append(path)
     if not same:
         return []

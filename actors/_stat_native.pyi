@@ -1,0 +1,7 @@
+"""The refresher's stat of listed files, compiled (actors/_stat_native.c)."""
+
+from collections.abc import Sequence
+
+def lstat_all(base: str, paths: Sequence[str], /) -> list[tuple[int, int, int] | None]:
+    """For each path, (size, mtime_ns, inode) when base + path is a regular file (links not
+    followed), else None."""
