@@ -18,7 +18,7 @@ import stat as stat_mod
 from collections.abc import Callable, Sequence
 from typing import Final
 
-__all__ = ["NATIVE", "Sig", "lstat_all", "lstat_all_python"]
+__all__ = ["NATIVE", "Sig", "add_watches", "lstat_all", "lstat_all_python"]
 
 Sig = tuple[int, int, int]
 """A listed file's size, modification time in nanoseconds and inode, as ``os.lstat`` gives them."""
@@ -43,12 +43,18 @@ def lstat_all_python(base: str, paths: Sequence[str]) -> list[Sig | None]:
 
 
 _native: Callable[[str, Sequence[str]], list[Sig | None]] | None
+add_watches: Callable[[int, str, str, Sequence[str], int], list[int]] | None
+"""``add_watches(fd, root, prefix, dirs, mask)``, compiled: an inotify watch on each directory
+(``root`` for "", ``prefix + dir`` otherwise); each one's watch descriptor, or minus the error
+number, stopping after the first error other than ENOENT and ENOTDIR. None without the extension
+(actors/_watch.py then makes the same calls through ctypes)."""
 try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
+    from nodwyn_retrieval.actors._stat_native import add_watches
     from nodwyn_retrieval.actors._stat_native import lstat_all as _native
 except ImportError:  # pragma: no cover - depends on how the package was installed
-    _native = None
+    _native = add_watches = None
 if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
-    _native = None
+    _native = add_watches = None
 
 NATIVE: Final[bool] = _native is not None
 """Whether :func:`lstat_all` runs the compiled path."""

@@ -5,6 +5,10 @@
  * be stat-ed, or cannot be a path (a NUL in it, a name the file system's encoding cannot hold).
  * These are the answers of actors/_stat.py's Python path, which uses os.lstat.
  *
+ * add_watches(fd, root, prefix, dirs, mask) adds an inotify watch on each directory (root for "",
+ * prefix + dir otherwise) and gives each one's watch descriptor, or minus the error number; it
+ * stops after the first error other than ENOENT and ENOTDIR (actors/_watch.py's Python path).
+ *
  * The names are encoded while the GIL is held; the system calls are made without it, so another
  * thread of the process (the snapshot's load) runs meanwhile; the answers are built with it.
  */
@@ -18,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -52,6 +57,7 @@ static PyObject *mtime_ns(long long sec, long long nsec) {
 }
 
 static PyObject *lstat_all(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *base_obj, *paths_obj;
     if (!PyArg_ParseTuple(args, "UO:lstat_all", &base_obj, &paths_obj)) {
         return NULL;
@@ -133,8 +139,10 @@ static PyObject *lstat_all(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     /* Relative to a descriptor of base, which is then walked once, not once a file; a name that
      * would not be relative to it (absolute) is stat-ed by its whole path, as is every name when
-     * base cannot be opened as a directory. */
-    int dfd = base_ok && blen ? open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+     * base does not end with a separator or cannot be opened as a directory. */
+    int dfd = base_ok && blen && bp[blen - 1] == '/'
+                  ? open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                  : -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (names[i] == NULL) {
             continue;
@@ -197,11 +205,98 @@ static PyObject *lstat_all(PyObject *self, PyObject *args) {
     return out;
 }
 
+static PyObject *add_watches(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd;
+    unsigned int mask;
+    PyObject *root_obj, *prefix_obj, *dirs_obj;
+    if (!PyArg_ParseTuple(args, "iUUOI:add_watches", &fd, &root_obj, &prefix_obj, &dirs_obj,
+                          &mask)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(dirs_obj, "add_watches: dirs is a sequence of str");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* Every path encoded first, as os.fsencode does (its error raised, no watch added). */
+    PyObject *paths = PyList_New(n);
+    if (paths == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = items[i];
+        if (!PyUnicode_Check(d)) {
+            PyErr_Format(PyExc_TypeError, "add_watches: a directory is a str, got %.100s",
+                         Py_TYPE(d)->tp_name);
+            Py_DECREF(paths);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyObject *full = PyUnicode_GET_LENGTH(d) ? PyUnicode_Concat(prefix_obj, d)
+                                                 : Py_NewRef(root_obj);
+        PyObject *b = full ? PyUnicode_EncodeFSDefault(full) : NULL;
+        Py_XDECREF(full);
+        if (b == NULL) {
+            Py_DECREF(paths);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (strlen(PyBytes_AS_STRING(b)) != (size_t)PyBytes_GET_SIZE(b)) {
+            Py_DECREF(b);
+            PyErr_SetString(PyExc_ValueError, "embedded null byte");
+            Py_DECREF(paths);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SET_ITEM(paths, i, b);
+    }
+    Py_DECREF(seq);
+    long *wds = (long *)calloc((size_t)(n ? n : 1), sizeof(long));
+    if (wds == NULL) {
+        Py_DECREF(paths);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t done = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; done < n;) {
+        int wd = inotify_add_watch(fd, PyBytes_AS_STRING(PyList_GET_ITEM(paths, done)), mask);
+        int err = errno;
+        wds[done++] = wd >= 0 ? (long)wd : -(long)err;
+        if (wd < 0 && err != ENOENT && err != ENOTDIR) {
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_DECREF(paths);
+    PyObject *out = PyList_New(done);
+    if (out == NULL) {
+        free(wds);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < done; i++) {
+        PyObject *v = PyLong_FromLong(wds[i]);
+        if (v == NULL) {
+            free(wds);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    free(wds);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"lstat_all", lstat_all, METH_VARARGS,
      "lstat_all(base, paths, /)\n--\n\n"
      "For each path, (size, mtime_ns, inode) when base + path is a regular file (links not "
      "followed), else None."},
+    {"add_watches", add_watches, METH_VARARGS,
+     "add_watches(fd, root, prefix, dirs, mask, /)\n--\n\n"
+     "An inotify watch on each directory; each one's descriptor, or minus the error number."},
     {NULL, NULL, 0, NULL},
 };
 
