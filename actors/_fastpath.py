@@ -18,6 +18,8 @@ An edit, a rename-save or a new file changes the signature or the entry, so it i
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 import os
 import stat as stat_mod
 from collections.abc import Mapping
@@ -29,6 +31,8 @@ from nodwyn_retrieval.guard.guard import DefaultGuard
 from nodwyn_retrieval.store.manifest import Entry
 
 __all__ = ["guard_fingerprint", "real_dirs", "vouched"]
+
+_HEAD = operator.itemgetter(0)
 
 
 def guard_fingerprint(guard: Guard) -> str:
@@ -92,11 +96,16 @@ def vouched(
             same.append(path)
     if not same:
         return []
+    # Each file's directory, by C calls (this runs for every listed file of a new session).
+    parents = list(map(_HEAD, map(str.rpartition, same, itertools.repeat("/"))))
+    distinct = set(parents)
     wanted: set[str] = set()
-    for parent in {p.rpartition("/")[0] for p in same}:
+    for parent in distinct:
         d = parent
         while d and d not in wanted:
             wanted.add(d)
             d = d.rpartition("/")[0]
     real = real_dirs(root, wanted)
-    return [p for p in same if p.rpartition("/")[0] in real]
+    if real.issuperset(distinct):
+        return same
+    return [p for p, d in zip(same, parents, strict=True) if d in real]
