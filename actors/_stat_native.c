@@ -187,6 +187,10 @@ static PyObject *lstat_all(PyObject *self, PyObject *args) {
                 failed = 1;
                 item = Py_None;
             } else {
+                /* Three ints hold no reference to anything: the cyclic collector need not look
+                 * at the tuple (it would untrack it itself at its first look), and 12,000 of
+                 * them no longer bring a full collection into a new session's first search. */
+                PyObject_GC_UnTrack(item);
                 PyList_SET_ITEM(out, i, item);
                 continue;
             }
