@@ -18,17 +18,21 @@ An edit, a rename-save or a new file changes the signature or the entry, so it i
 from __future__ import annotations
 
 import hashlib
+import itertools
+import operator
 import os
 import stat as stat_mod
 from collections.abc import Mapping
 from pathlib import Path
 
-from nodwyn_retrieval.actors.messages import FileStat
+from nodwyn_retrieval.actors._stat import Sig
 from nodwyn_retrieval.guard import Guard
 from nodwyn_retrieval.guard.guard import DefaultGuard
 from nodwyn_retrieval.store.manifest import Entry
 
 __all__ = ["guard_fingerprint", "real_dirs", "vouched"]
+
+_HEAD = operator.itemgetter(0)
 
 
 def guard_fingerprint(guard: Guard) -> str:
@@ -71,7 +75,7 @@ def real_dirs(root: Path, dirs: set[str]) -> set[str]:
 def vouched(
     root: Path,
     guard: Guard,
-    fs: Mapping[str, FileStat | None],
+    fs: Mapping[str, Sig | None],
     entries: Mapping[str, Entry],
     *,
     fingerprint: str,
@@ -83,19 +87,25 @@ def vouched(
     if os.path.realpath(root) != str(guard.root):
         return []
     same: list[str] = []
-    for path, st in fs.items():
-        if st is None:
+    get = entries.get
+    for path, sig in fs.items():
+        if sig is None:
             continue
-        e = entries.get(path)
-        if e is not None and (e.size, e.mtime_ns, e.inode) == (st.size, st.mtime_ns, st.inode):
+        e = get(path)
+        if e is not None and e.size == sig[0] and e.mtime_ns == sig[1] and e.inode == sig[2]:
             same.append(path)
     if not same:
         return []
+    # Each file's directory, by C calls (this runs for every listed file of a new session).
+    parents = list(map(_HEAD, map(str.rpartition, same, itertools.repeat("/"))))
+    distinct = set(parents)
     wanted: set[str] = set()
-    for parent in {p.rpartition("/")[0] for p in same}:
+    for parent in distinct:
         d = parent
         while d and d not in wanted:
             wanted.add(d)
             d = d.rpartition("/")[0]
     real = real_dirs(root, wanted)
-    return [p for p in same if p.rpartition("/")[0] in real]
+    if real.issuperset(distinct):
+        return same
+    return [p for p, d in zip(same, parents, strict=True) if d in real]

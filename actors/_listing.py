@@ -175,8 +175,39 @@ class _Early:
 _SUSPECT = re.compile(r"[\0/](?:|\.|\.\.|\.git)(?=[\0/])", re.IGNORECASE)
 
 
+# What _SUSPECT finds, by the part ".git" alone, once every "/" is a NUL (the empty, "." and ".."
+# parts are looked for as substrings, which is quicker than the whole pattern).
+_GIT_PART = re.compile(r"\0\.git\0", re.IGNORECASE)
+
+
+def _suspect(names: str) -> bool:
+    """``_SUSPECT.search(names) is not None``, for names that begin and end with a NUL."""
+    parts = names.replace("/", "\0")
+    return (
+        "\0\0" in parts
+        or "\0.\0" in parts
+        or "\0..\0" in parts
+        or _GIT_PART.search(parts) is not None
+    )
+
+
 def _parse_items(items: list[bytes]) -> tuple[list[str], int]:
     """The names of ``git ls-files -z -t`` items, each once, and how many were not plain."""
+    if b"? .nodwyn" in b"\0".join(items):  # perhaps an untracked name under .nodwyn/
+        return _parse_items_one_by_one(items)
+    # The names decoded together (a name holds no NUL, and os.fsdecode decodes byte by byte
+    # where it cannot decode: the same names as one at a time), and made unique in C.
+    kept = [item[2:] for item in items if len(item) >= 3]
+    if not kept:
+        return [], 0
+    text = os.fsdecode(b"\0".join(kept))
+    if _suspect("\0" + text + "\0"):
+        return _parse_items_one_by_one(items)
+    return list(dict.fromkeys(text.split("\0"))), 0
+
+
+def _parse_items_one_by_one(items: list[bytes]) -> tuple[list[str], int]:
+    """:func:`_parse_items` for a part where some name may be left out."""
     tagged = [(item[:1], os.fsdecode(item[2:])) for item in items if len(item) >= 3]
     bad = 0
     if _SUSPECT.search("\0" + "\0".join(p for _, p in tagged) + "\0") is not None:
@@ -363,6 +394,21 @@ class Listing:
         state = "done" if self.done else "going"
         return f"<Listing {state} {len(self.names)} names of {str(self.root)!r}>"
 
+    def _add_all(self, names: list[str]) -> None:
+        """:meth:`_add` of each of names, which are unique: in C when none is seen already and
+        all are UTF-8 (the common case), else one at a time."""
+        if names and self._seen.isdisjoint(names):
+            try:
+                "\0".join(names).encode("utf-8")
+            except UnicodeEncodeError:
+                pass
+            else:
+                self._seen.update(names)
+                self.names.extend(names)
+                return
+        for name in names:
+            self._add(name)
+
     def _add(self, name: str) -> None:
         if name in self._seen:
             return
@@ -401,8 +447,7 @@ class Listing:
                 part = items[self._parsed : self._parsed + self.PARSE_EVERY]
                 names, bad = _parse_items(part)
                 _warn_bad(self.root, bad)
-                for name in names:
-                    self._add(name)
+                self._add_all(names)
                 self._parsed += len(part)
                 if time.monotonic() >= until and self._parsed < len(items):
                     return False

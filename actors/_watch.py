@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodwyn_retrieval.actors._stat import add_watches
+
 __all__ = ["Changes", "TreeWatch", "available"]
 
 IN_MODIFY = 0x00000002
@@ -131,19 +133,35 @@ class TreeWatch:
 
     def watch_dirs(self, dirs: Iterable[str]) -> bool:
         """Watch each directory (relative to root, "" for the root); False if one could not be."""
-        for d in dirs:
-            if d in self._dirs:
-                continue
-            wd = self._add(self._prefix + d if d else str(self.root))
-            if wd is None:
-                err = ctypes.get_errno()
-                if err in (errno.ENOENT, errno.ENOTDIR):
+        todo = list(dict.fromkeys(d for d in dirs if d not in self._dirs))
+        if add_watches is not None:  # compiled: the system calls without the GIL
+            wds = add_watches(self.fd, str(self.root), self._prefix, todo, _MASK)
+        else:
+            wds = self._add_each(todo)
+        for d, wd in zip(todo, wds, strict=False):
+            if wd < 0:
+                if -wd in (errno.ENOENT, errno.ENOTDIR):
                     continue  # gone already: its parent's events say so
                 self.broken = True  # the system's limit of watches (ENOSPC), or no permission
                 return False
             self._wd[wd] = d
             self._dirs.add(d)
         return True
+
+    def _add_each(self, dirs: list[str]) -> list[int]:
+        """What ``add_watches`` gives, through ctypes: each watch descriptor or minus the error
+        number, stopping after the first error other than ENOENT and ENOTDIR."""
+        out: list[int] = []
+        for d in dirs:
+            wd = self._add(self._prefix + d if d else str(self.root))
+            if wd is not None:
+                out.append(wd)
+                continue
+            err = ctypes.get_errno()
+            out.append(-err)
+            if err not in (errno.ENOENT, errno.ENOTDIR):
+                break
+        return out
 
     def drain(self) -> Changes:
         """Read every queued event; what they say changed."""

@@ -17,9 +17,10 @@ process loses the other's work; each process's in-memory index catches up at its
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import operator
 import os
-import stat as stat_mod
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from typing import Any
 
 from nodwyn_retrieval.actors._fastpath import guard_fingerprint, vouched
 from nodwyn_retrieval.actors._listing import Listing
+from nodwyn_retrieval.actors._stat import Sig, lstat_all
 from nodwyn_retrieval.actors._watch import Changes, TreeWatch
 from nodwyn_retrieval.actors._watch import available as watch_available
 from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, cpu_count
@@ -85,22 +87,16 @@ class Limits:
     file_bytes: int = MAX_FILE_BYTES
 
 
-def _stat_all(root: Path, paths: list[str]) -> list[FileStat | None]:
-    """lstat of each path: None for what is gone or not a regular file (links are not followed)."""
-    out: list[FileStat | None] = []
-    lstat = os.lstat
-    is_reg = stat_mod.S_ISREG
-    base = str(root) + os.sep
-    for p in paths:
-        try:
-            st = lstat(base + p)
-        except (OSError, ValueError):
-            out.append(None)
-            continue
-        out.append(
-            FileStat(p, st.st_size, st.st_mtime_ns, st.st_ino) if is_reg(st.st_mode) else None
-        )
-    return out
+def _stat_all(root: Path, paths: list[str]) -> list[Sig | None]:
+    """lstat of each path, its (size, mtime_ns, inode): None for what is gone or not a regular
+    file (links are not followed). One call for the part, plain values back (actors/_stat.py)."""
+    return lstat_all(str(root) + os.sep, paths)
+
+
+def _file_stats(root: Path, paths: list[str]) -> list[FileStat]:
+    """The FileStat of each of paths that is a regular file now, in order."""
+    sigs = _stat_all(root, paths)
+    return [FileStat(p, *sig) for p, sig in zip(paths, sigs, strict=True) if sig is not None]
 
 
 @dataclass
@@ -135,9 +131,9 @@ class _Scan:
 
     listing: Listing | None  # None: the names and their stats are given
     names: list[str] = field(default_factory=list)  # the listing, sorted, once complete
-    given: dict[str, FileStat | None] | None = None  # the stats, when given
+    given: dict[str, Sig | None] | None = None  # the stats, when given
     at: int = 0  # names[:at] are stat-ed and compared
-    fs: dict[str, FileStat | None] = field(default_factory=dict)
+    fs: dict[str, Sig | None] = field(default_factory=dict)
     keep: set[str] = field(default_factory=set)  # the files the index holds, of names[:at]
     n_bytes: int = 0
     skipped: dict[str, int] = field(default_factory=lambda: Plan().skipped)
@@ -193,7 +189,7 @@ class RefresherActor(Actor):
         # What a manifest saved by this process vouches for (actors/_fastpath.py).
         self._guard_fp = guard_fingerprint(guard)
         self.rebuilt = 0
-        self._fs: dict[str, FileStat | None] | None = None  # the listing as last stat-ed
+        self._fs: dict[str, Sig | None] | None = None  # the listing as last stat-ed
         self._scan: _Scan | None = None  # a full scan a refresh stopped in, to go on with
         self._pending: set[str] = set()
         self._extra: list[str] = []
@@ -387,7 +383,7 @@ class RefresherActor(Actor):
         dirty = sorted((changes.touched | self._pending) & fs.keys())
         for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):
             old = fs[p]
-            self._fs_bytes += (st.size if st else 0) - (old.size if old else 0)
+            self._fs_bytes += (st[0] if st else 0) - (old[0] if old else 0)
             fs[p] = st
         if self._fs_bytes > self.limits.bytes or len(fs) > self.limits.files:
             return self._plan(directory, True, until)
@@ -482,7 +478,7 @@ class RefresherActor(Actor):
         # Done: the stats of the whole listing are what the watched path starts from.
         self._scan = None
         self._fs = None if scan.stale else scan.fs
-        self._fs_bytes = sum(st.size for st in scan.fs.values() if st is not None)
+        self._fs_bytes = sum(st[0] for st in scan.fs.values() if st is not None)
         self._over = scan.over
         self._compare_all = False
         return plan
@@ -510,35 +506,36 @@ class RefresherActor(Actor):
         kept = [p for p in paths if p in scan.keep]
         if len(kept) < len(paths):
             scan.stale = True  # a name past a limit or refused then may be indexed now
-        before = {p: old.size for p in kept if (old := prefix[p]) is not None}
+        before = {p: old[0] for p in kept if (old := prefix[p]) is not None}
         for p, st in zip(paths, _stat_all(self.root, paths), strict=True):
             prefix[p] = st
         sub = self._classify_dirty(prefix, kept)
         limit = self.limits.file_bytes
         for p in kept:
             st = prefix[p]
-            if st is None or st.size > limit or p not in self._searchable:
+            if st is None or st[0] > limit or p not in self._searchable:
                 scan.keep.discard(p)
                 scan.n_bytes -= before.get(p, 0)
             else:
-                scan.n_bytes += st.size - before.get(p, st.size)
+                scan.n_bytes += st[0] - before.get(p, st[0])
         plan.to_read.extend(sub.to_read)
         plan.drop.update(sub.drop)
 
-    def _compare(self, scan: _Scan, fs: dict[str, FileStat | None], plan: Plan) -> None:
+    def _compare(self, scan: _Scan, fs: dict[str, Sig | None], plan: Plan) -> None:
         """Compare a part of the sorted listing with the manifest, counting §2's limits in path
         order from where the scan is."""
         skipped = scan.skipped
         entries = self.manifest.entries
         searchable = self._searchable
         limits = self.limits
+        file_bytes = limits.file_bytes
         keep = scan.keep
         # A new session takes as done the precheck of what is provably as it was allowed.
         fp, known = self._guard_fp, self.manifest.guard
         for p in vouched(self.root, self.guard, fs, entries, fingerprint=fp, manifest_guard=known):
-            st = fs[p]
-            if st is not None:
-                searchable[p] = (st.size, st.mtime_ns, st.inode)
+            sig = fs[p]
+            if sig is not None:
+                searchable[p] = sig
         # Once the index holds as many files as it may, no later name in path order can enter:
         # those are counted past the limit without the pin and denylist checks (none is read).
         verdicts: dict[str, Decision] = {}
@@ -546,45 +543,51 @@ class RefresherActor(Actor):
             # The pin and denylist checks of every file not found searchable in its present
             # state, in one batch: the guard resolves each directory once (amendment
             # 2026-10-16). Each was just found a regular file by lstat (_stat_all).
-            need = [
-                p
-                for p, st in fs.items()
-                if st is not None and searchable.get(p) != (st.size, st.mtime_ns, st.inode)
-            ]
-            verdicts = dict(zip(need, precheck_all(self.guard, need, not_links=True), strict=True))
-        for path, st in fs.items():
-            if st is None:
+            get = searchable.get
+            need = [p for p, sig in fs.items() if sig is not None and get(p) != sig]
+            if need:
+                verdicts = dict(
+                    zip(need, precheck_all(self.guard, need, not_links=True), strict=True)
+                )
+        # Each file's work in locals (this loop runs for every listed file of a new session).
+        sget, eget, add = searchable.get, entries.get, keep.add
+        max_files, max_bytes = limits.files, limits.bytes
+        n_keep, n_bytes = len(keep), scan.n_bytes
+        for path, sig in fs.items():
+            if sig is None:
                 continue
-            sig = (st.size, st.mtime_ns, st.inode)
-            if searchable.get(path) != sig:
+            size = sig[0]
+            if sget(path) != sig:
                 verdict = verdicts.get(path)
                 if verdict is None:  # past the limit, not checked
-                    skipped["too_large" if st.size > limits.file_bytes else "over_limit"] += 1
-                    scan.over |= st.size <= limits.file_bytes
+                    skipped["too_large" if size > file_bytes else "over_limit"] += 1
+                    scan.over |= size <= file_bytes
                     continue
                 if not verdict.allowed:
                     skipped["denied"] += 1
                     searchable.pop(path, None)
                     continue
                 searchable[path] = sig
-            if st.size > limits.file_bytes:
+            if size > file_bytes:
                 skipped["too_large"] += 1
                 continue
-            if len(keep) + 1 > limits.files or scan.n_bytes + st.size > limits.bytes:
+            if n_keep >= max_files or n_bytes + size > max_bytes:
                 skipped["over_limit"] += 1
                 scan.over = True
                 continue
-            scan.n_bytes += st.size
-            keep.add(path)
-            e = entries.get(path)
-            if e is not None and (e.size, e.mtime_ns, e.inode) == sig:
+            n_bytes += size
+            n_keep += 1
+            add(path)
+            e = eget(path)
+            if e is not None and e.size == size and e.mtime_ns == sig[1] and e.inode == sig[2]:
                 if e.key.startswith(SKIP_PREFIX):
                     reason = e.key[len(SKIP_PREFIX) :]
                     skipped[reason] = skipped.get(reason, 0) + 1
                 continue
-            plan.to_read.append(st)
+            plan.to_read.append(FileStat(path, *sig))
+        scan.n_bytes = n_bytes
 
-    def _classify_dirty(self, fs: dict[str, FileStat | None], dirty: list[str]) -> Plan:
+    def _classify_dirty(self, fs: dict[str, Sig | None], dirty: list[str]) -> Plan:
         """The quick plan: only the touched paths, in a tree under every limit of §2.
 
         Under the limits every listed file the precheck allows and of at most 1 MiB is indexed,
@@ -593,13 +596,12 @@ class RefresherActor(Actor):
         plan = Plan()
         entries = self.manifest.entries
         for path in dirty:
-            st = fs[path]
-            if st is None:
+            sig = fs[path]
+            if sig is None:
                 self._searchable.pop(path, None)
                 if path in entries:
                     plan.drop[path] = None
                 continue
-            sig = (st.size, st.mtime_ns, st.inode)
             if self._searchable.get(path) != sig:
                 if not self.guard.precheck(path).allowed:
                     self._searchable.pop(path, None)
@@ -607,13 +609,13 @@ class RefresherActor(Actor):
                         plan.drop[path] = None
                     continue
                 self._searchable[path] = sig
-            if st.size > self.limits.file_bytes:
+            if sig[0] > self.limits.file_bytes:
                 if path in entries:
                     plan.drop[path] = None
                 continue
             e = entries.get(path)
             if e is None or (e.size, e.mtime_ns, e.inode) != sig:
-                plan.to_read.append(st)
+                plan.to_read.append(FileStat(path, *sig))
         return plan
 
     async def _refresh(self, msg: Refresh) -> Refreshed:
@@ -670,11 +672,9 @@ class RefresherActor(Actor):
         # another process wrote the manifest); otherwise only what this refresh drops.
         target: dict[str, str] | None = None
         if need_sync:
-            target = {
-                p: e.key
-                for p, e in self.manifest.entries.items()
-                if p not in drop and not e.key.startswith(SKIP_PREFIX)
-            }
+            target = _indexed_keys(self.manifest.entries)
+            for p in drop:
+                target.pop(p, None)
             for st in to_read:
                 target.pop(st.path, None)
         done = await self.indexer.ask_as(
@@ -691,7 +691,7 @@ class RefresherActor(Actor):
         rounds = [done]
         if missing:
             # Records another process stored, since collected or damaged: read those files again.
-            again = [st for st in _stat_all(self.root, sorted(missing)) if st is not None]
+            again = _file_stats(self.root, sorted(missing))
             for st in again:
                 if target is not None:
                     target.pop(st.path, None)
@@ -740,7 +740,9 @@ class RefresherActor(Actor):
         self._synced = None if self._foreign or not_loaded else self.manifest.generation
         self._foreign = False
         store_error = store_error or save_error
-        files = sum(1 for e in self.manifest.entries.values() if not e.key.startswith(SKIP_PREFIX))
+        entries = self.manifest.entries
+        skips = map(str.startswith, map(_KEY, entries.values()), itertools.repeat(SKIP_PREFIX))
+        files = len(entries) - sum(skips)
         self._n_indexed = files
         removed = len(drop)
         result = Refreshed(
@@ -767,6 +769,17 @@ class RefresherActor(Actor):
         ):
             self.record(update_event(result))
         return result
+
+
+_KEY = operator.attrgetter("key")
+
+
+def _indexed_keys(entries: dict[str, Entry]) -> dict[str, str]:
+    """Each path's key, but for the files looked at and not indexed (a marker of SKIP_PREFIX);
+    made by C calls (12,000 entries are a few milliseconds of a new session's first search)."""
+    keys = list(map(_KEY, entries.values()))
+    indexed = map(operator.not_, map(str.startswith, keys, itertools.repeat(SKIP_PREFIX)))
+    return dict(itertools.compress(zip(entries, keys, strict=True), indexed))
 
 
 def _load_factor() -> float:

@@ -156,7 +156,7 @@ def test_vouched_takes_only_unchanged_entries_in_real_directories(tmp_path: Path
     fp = guard_fingerprint(guard)
     paths = sorted(p for p in FILES)
     fs = dict(zip(paths, _stat_all(root, paths), strict=True))
-    entries = {p: Entry(st.size, st.mtime_ns, st.inode, "!binary") for p, st in fs.items() if st}
+    entries = {p: Entry(*st, "!binary") for p, st in fs.items() if st}
     assert vouched(root, guard, fs, entries, fingerprint=fp, manifest_guard=fp) == paths
     # Another guard's manifest, or none known, vouches for nothing.
     assert vouched(root, guard, fs, entries, fingerprint=fp, manifest_guard="") == []
@@ -204,7 +204,7 @@ def test_vouched_vouches_for_nothing_it_cannot_prove(tmp_path: Path) -> None:
     fp = guard_fingerprint(guard)
     paths = sorted(FILES)
     fs = dict(zip(paths, _stat_all(root, paths), strict=True))
-    entries = {p: Entry(st.size, st.mtime_ns, st.inode, "!binary") for p, st in fs.items() if st}
+    entries = {p: Entry(*st, "!binary") for p, st in fs.items() if st}
     # No entry as it was (a first build, or every file edited): an empty answer, not a failure.
     assert vouched(root, guard, fs, {}, fingerprint=fp, manifest_guard=fp) == []
     # The files of one root against the guard of another, whose rules are the same: nothing.

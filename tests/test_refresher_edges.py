@@ -352,3 +352,42 @@ async def test_a_damaged_record_made_again_is_counted_as_rebuilt(
     ups = [e for e in events if e["kind"] == "index.update"]
     assert [(u["read"], u["rebuilt"]) for u in ups] == [(1, 1)]
     assert sorted(h["path"] for h in out.hits) == sorted(FILES)
+
+
+@pytest.mark.skipif(not refresher.watch_available(), reason="no inotify on this system")
+@pytest.mark.asyncio
+async def test_edits_that_keep_a_tree_under_its_byte_limit_are_taken_by_the_watch_alone(
+    tmp_path: Path, dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watched path keeps the tree's bytes as each stat changes them: a file rewritten at
+    its size, or shrunk, leaves the total where it was, so no edit lists the tree again; one
+    that takes it past §2's limit (lowered here) does."""
+    from nodwyn_retrieval.actors import _listing
+
+    files: dict[str, str | bytes] = {f"m{i}.py": f"okapi_{i} = 1\n" for i in range(4)}
+    size = len(files["m0.py"])
+    repo = make_repo(tmp_path / "repo", files)
+    listed: list[Path] = []
+    real_output = _listing._git_output
+
+    def git_output(root: Path, *args: Any) -> bytes | None:
+        listed.append(root)
+        return real_output(root, *args)
+
+    monkeypatch.setattr(_listing, "_git_output", git_output)
+    limits = refresher.Limits(bytes=4 * size + 3)
+    async with await Engine.open(
+        repo, data_dir=dirs[0], config_dir=dirs[1], workers=1, limits=limits
+    ) as engine:
+        await engine.index_update()
+        runs = len(listed)
+        for i in range(6):  # rewritten at its size, then shrunk: well under the limit each time
+            body = f"okapi_{i % 9} = 1\n" if i < 3 else "k = 1\n"
+            (repo / "m1.py").write_text(body)
+            out = await engine.index_search("okapi", "repo", limit=20)
+            assert out.header["partial"] is False
+        assert len(listed) == runs  # the watch alone
+        (repo / "m2.py").write_text("okapi_2 = 1\n" + "# padding\n" * 4)
+        out = await engine.index_search("okapi", "repo", limit=20)
+    assert len(listed) == runs + 1  # past the limit: listed and compared whole
+    assert out.header["partial"] is True

@@ -151,3 +151,49 @@ def test_inotify_is_found_without_a_process_and_else_by_the_librarys_name(
         assert asked == [None, "libc.so.6"]
     finally:
         _watch._lib.cache_clear()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "ctypes"])
+@pytest.mark.parametrize("err", ["EPERM", "ENOSPC", "EACCES"])
+def test_a_watch_the_system_refuses_breaks_the_watch_and_stops_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool, err: str
+) -> None:
+    """Any error but a directory gone (ENOENT, ENOTDIR) leaves the watch unable to say what
+    changed: broken, and no directory after it is watched (each refresh then lists the tree)."""
+    import errno
+
+    from nodwyn_retrieval.actors import _watch
+
+    root = tree(tmp_path)
+    (root / "sub2").mkdir()
+    code = getattr(errno, err)
+    w = TreeWatch(root)
+    try:
+        real_add = w._add
+
+        def add(path: str) -> int | None:
+            if path.endswith("sub"):
+                _watch.ctypes.set_errno(code)
+                return None
+            return real_add(path)
+
+        def add_watches(fd: int, root_: str, prefix: str, dirs: list[str], mask: int) -> list[int]:
+            out: list[int] = []
+            for d in dirs:
+                if d == "sub":
+                    return [*out, -code]
+                wd = real_add(prefix + d if d else root_)
+                out.append(-errno.ENOENT if wd is None else wd)
+            return out
+
+        if compiled:
+            monkeypatch.setattr(_watch, "add_watches", add_watches)
+        else:
+            monkeypatch.setattr(_watch, "add_watches", None)
+            monkeypatch.setattr(w, "_add", add)
+        assert w.watch_dirs(["", "sub", "sub2"]) is False
+        assert w.broken
+        assert sorted(w._dirs) == [""]  # the root only: sub refused, sub2 never tried
+        assert w.drain().unknown
+    finally:
+        w.close()
