@@ -559,15 +559,19 @@ static PyTypeObject MemoType = {
  * that expression at each). A line passes when, after its blanks, it begins with one of
  * first_words (a tuple of bytes), or when it reads [A-Za-z_$] then only [\w<>[\],.? \t*&$] up to
  * its first "(", after which either "throws" comes before any ";", or no ";" comes and the line
- * ends with one of ")", "{", "," and blanks. */
+ * ends with one of ")", "{", "," and blanks. A line whose first word (after its blanks, the
+ * longest run of [A-Za-z0-9_]) is one of not_words (a tuple of bytes, optional) is left out
+ * whatever follows: every alternative of retrieval.chunks._DEFINITION either refuses that word
+ * there (its _NOT_NAMES) or needs a modifier or a keyword there, none of which is one. */
 static int is_word(unsigned char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
     Py_buffer data = {0};
-    PyObject *words;
-    if (!PyArg_ParseTuple(args, "y*O!:definition_lines", &data, &PyTuple_Type, &words))
+    PyObject *words, *nots = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!|O!:definition_lines", &data, &PyTuple_Type, &words,
+                          &PyTuple_Type, &nots))
         return NULL;
     PyObject *result = NULL;
     int64_t *out = NULL;
@@ -580,6 +584,14 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
             goto done;
         }
     }
+    Py_ssize_t n_nots = nots ? PyTuple_GET_SIZE(nots) : 0;
+    for (Py_ssize_t i = 0; i < n_nots; i++) {
+        PyObject *w = PyTuple_GET_ITEM(nots, i);
+        if (!PyBytes_Check(w) || PyBytes_GET_SIZE(w) < 1) {
+            PyErr_SetString(PyExc_TypeError, "definition_lines: not words are non-empty bytes");
+            goto done;
+        }
+    }
     const unsigned char *t = data.buf;
     Py_ssize_t n = data.len, line = 0;
     while (line <= n) {
@@ -589,6 +601,18 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         Py_ssize_t p = line;
         int pass = 0;
         while (p < eol && (t[p] == ' ' || t[p] == '\t')) p++;
+        if (p < eol && n_nots) {
+            Py_ssize_t w_end = p;
+            while (w_end < eol && is_word(t[w_end])) w_end++;
+            for (Py_ssize_t i = 0; i < n_nots; i++) {
+                PyObject *w = PyTuple_GET_ITEM(nots, i);
+                Py_ssize_t len = PyBytes_GET_SIZE(w);
+                if (len == w_end - p && memcmp(PyBytes_AS_STRING(w), t + p, (size_t)len) == 0) {
+                    p = eol; /* a refused first word: no alternative can match the line */
+                    break;
+                }
+            }
+        }
         if (p < eol) {
             unsigned char c = t[p];
             for (Py_ssize_t i = 0; i < n_words && !pass; i++) {
@@ -650,8 +674,8 @@ static PyMethodDef module_methods[] = {
      "blob_hints(data, bounds) -> bytes: one a text, 1 where it may hold a blob "
      "(retrieval.blobs.blob_spans' first looks), 0 where it holds none."},
     {"definition_lines", definition_lines, METH_VARARGS,
-     "definition_lines(data, first_words) -> bytes of native int64: the starts of the lines that "
-     "may define a name (a superset of retrieval.chunks._DEFINITION_LINE's)."},
+     "definition_lines(data, first_words, not_words=()) -> bytes of native int64: the starts of "
+     "the lines that may define a name (a superset of retrieval.chunks._DEFINITION's)."},
     {NULL, NULL, 0, NULL},
 };
 

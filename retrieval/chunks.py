@@ -150,10 +150,14 @@ _MODIFIERS = (
     rb"|abstract|async|unsafe|extern|declare|sealed|open|override|virtual|inline|synchronized"
     rb"|native|partial|const)[ \t]+)*"
 )
-_NOT_NAMES = (
-    rb"(?!(?:if|for|while|switch|catch|return|new|throw|await|yield|else|do|case|sizeof"
-    rb"|typeof|delete|assert|raise|print|not|and|or|in|is|elif|with|try|defined|goto)\b)"
-)
+# The words that the C, Java and C# alternatives below refuse as a line's first word and as the
+# name before "(": statements and operators, not definitions.
+_NOT_WORDS = (
+    "if", "for", "while", "switch", "catch", "return", "new", "throw", "await", "yield", "else",
+    "do", "case", "sizeof", "typeof", "delete", "assert", "raise", "print", "not", "and", "or",
+    "in", "is", "elif", "with", "try", "defined", "goto",
+)  # fmt: skip
+_NOT_NAMES = rb"(?!(?:" + "|".join(_NOT_WORDS).encode() + rb")\b)"
 _DEFINITION = re.compile(
     # A declaration keyword, after modifiers, in any column: def, class, func (with a Go
     # receiver), fn, struct, interface, type, impl, trait, enum, ... and the name after it.
@@ -223,6 +227,7 @@ _DEFINITION_LINE = re.compile(
 
 
 _FIRST_WORDS_UTF8 = tuple(word.encode() for word in _FIRST_WORDS)
+_NOT_WORDS_UTF8 = tuple(word.encode() for word in _NOT_WORDS)
 
 PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
 """Set (not to ``0``), the compiled pass is not used though installed: the Python paths, which
@@ -256,7 +261,8 @@ def _definition_lines(data: bytes, *, native: bool) -> list[int]:
     buf = b"\n" + data
     if native and _native_lines is not None:
         line_match = _DEFINITION_LINE.match
-        picked = memoryview(_native_lines(data, _FIRST_WORDS_UTF8)).cast("q").tolist()
+        found = _native_lines(data, _FIRST_WORDS_UTF8, _NOT_WORDS_UTF8)
+        picked = memoryview(found).cast("q").tolist()
         return [at for at in picked if line_match(buf, at) is not None]
     return [m.start() for m in _DEFINITION_LINE.finditer(buf)]
 
