@@ -249,21 +249,21 @@ def definitions_utf8(data: bytes) -> list[tuple[int, bytes]]:
 
     What ``_DEFINITION.finditer(data)`` finds (a match never crosses a line, so it is the match
     at each line's start), computed by trying it only at the lines ``_DEFINITION_LINE`` finds.
-    Where the compiled pass is installed, a loop in C first picks the lines that expression may
-    match (a superset of them, by the same shape: no regular expression tried at every line), and
-    the expression is tried at those alone; the lines it keeps are the same."""
+    Where the compiled pass is installed, a loop in C picks the lines that expression matches
+    (the same shapes, no regular expression tried at every line), less those whose first word
+    _DEFINITION refuses; the definitions found are the same."""
     return _definitions_utf8(data, native=_native_lines is not None)
 
 
 def _definition_lines(data: bytes, *, native: bool) -> list[int]:
-    """The starts of the lines of data that _DEFINITION_LINE matches, ascending."""
+    """The starts of the lines of data that _DEFINITION_LINE matches, ascending (those of a
+    first word in _NOT_WORDS left out by the compiled filter: _DEFINITION matches none)."""
+    if native and _native_lines is not None:
+        # The same lines, less those whose first word _DEFINITION refuses (_NOT_WORDS).
+        lines = _native_lines(data, _FIRST_WORDS_UTF8, _NOT_WORDS_UTF8)
+        return memoryview(lines).cast("q").tolist()
     # The "\n" put before data makes the first line's start a match's start like any other's.
     buf = b"\n" + data
-    if native and _native_lines is not None:
-        line_match = _DEFINITION_LINE.match
-        found = _native_lines(data, _FIRST_WORDS_UTF8, _NOT_WORDS_UTF8)
-        picked = memoryview(found).cast("q").tolist()
-        return [at for at in picked if line_match(buf, at) is not None]
     return [m.start() for m in _DEFINITION_LINE.finditer(buf)]
 
 

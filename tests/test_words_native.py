@@ -368,9 +368,9 @@ def test_analyze_falls_back_to_python_without_the_compiled_pass(
 
 
 @native_only
-def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> None:
-    """The definitions' lines picked in C are a superset of the expression's, so that the
-    expression tried at those alone finds the same lines and the rule the same definitions."""
+def test_the_compiled_line_filter_picks_the_lines_the_expression_finds() -> None:
+    """The definitions' lines picked in C are the expression's (_DEFINITION_LINE), and with the
+    refused first words every line a definition is on, so the rule finds the same ones."""
     from nodwyn_retrieval.retrieval import _words_native
     from nodwyn_retrieval.retrieval import chunks as C
 
@@ -380,18 +380,22 @@ def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> Non
     lines = [_line_of_pieces(rng) for _ in range(20_000)]
     lines += [line for text in build_corpus(4000, 30) for line in text.split("\n")]
     lines += ["", "\t", "f(", "f()", "f() ", "x(a) {", "a b(;)", "$(x) {", "9f()", "a(b) throws"]
+    lines += ["a$ b(c)", "$a b(c)", " f(x)", "f$(x)", "f (x) {", "f$ (x) {", "a.b (c) {", "a*(b)",
+              "a b(c) ;", "a b(;c) throws", "a b(c throws", "a b(c) \t", "a\tb(c),", "(x) {",
+              "f() throws;", "a<b> c(d)\r", "a b(\u00e9)", "\u00e9 b(c)",
+              "a b(c)\u00e9"]  # fmt: skip
     rng.shuffle(lines)
     kept = 0
     for start in range(0, len(lines), 400):
         for end in ("", "\n"):
             data = ("\n".join(lines[start : start + 400]) + end).encode()
-            picked = set(
+            picked = (
                 memoryview(_words_native.definition_lines(data, C._FIRST_WORDS_UTF8))
                 .cast("q")
                 .tolist()
             )
             want = [m.start() for m in C._DEFINITION_LINE.finditer(b"\n" + data)]
-            assert set(want) <= picked
+            assert picked == want
             # With the refused first words, fewer lines, still every line a definition is on.
             defined = {m.start() for m in C._DEFINITION.finditer(data)}
             got = C._definition_lines(data, native=True)
