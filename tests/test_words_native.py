@@ -400,6 +400,7 @@ def test_the_compiled_line_filter_picks_the_lines_the_expression_finds() -> None
             defined = {m.start() for m in C._DEFINITION.finditer(data)}
             got = C._definition_lines(data, native=True)
             assert defined <= set(got) <= set(want)
+            assert C._definition_lines(data, native=False) == want  # the Python path's, whole
             assert C._definitions_utf8(data, native=True) == C._definitions_utf8(data, native=False)
             kept += len(want)
     assert kept > 5_000
