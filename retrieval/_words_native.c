@@ -555,19 +555,75 @@ static PyTypeObject MemoType = {
 
 
 /* definition_lines(data, first_words) -> bytes of native int64: the starts of the lines of data
- * that retrieval.chunks._DEFINITION_LINE may match, or a few more (a superset: the caller tries
- * that expression at each). A line passes when, after its blanks, it begins with one of
- * first_words (a tuple of bytes), or when it reads [A-Za-z_$] then only [\w<>[\],.? \t*&$] up to
- * its first "(", after which either "throws" comes before any ";", or no ";" comes and the line
- * ends with one of ")", "{", "," and blanks. */
+ * that retrieval.chunks._DEFINITION_LINE matches, given that expression's first words
+ * (first_words, a tuple of bytes): a line passes when, after its blanks, it begins with one of
+ * them, or reads as one of the expression's other shapes (shape_passes). A line whose first
+ * word (after its blanks, the longest run of [A-Za-z0-9_]) is one of not_words (a tuple of
+ * bytes, optional) is left out whatever follows: every alternative of retrieval.chunks._DEFINITION either refuses that word
+ * there (its _NOT_NAMES) or needs a modifier or a keyword there, none of which is one. */
 static int is_word(unsigned char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
+/* Whether a line's text t[p:eol], after its blanks t[line:p], reads as one of the shapes of
+ * _DEFINITION_LINE after its first words: up to its first "(" (at q) only [\w$<>[\],.? \t*&], then
+ *   - [A-Za-z_][\w<>[\],.?]*[ \t*&][\w<>[\],.? \t*&]*( (no "$" before q, a blank, "*" or "&"
+ *     after the first character), then "throws" before any ";", or no ";" and the line ending
+ *     with ")", "{" or "," and blanks;
+ *   - [A-Za-z_$][\w$]*[ \t]*( then no ";" and the line ending with "{" and blanks;
+ *   - in the first column, [A-Za-z_]\w*( then no ";" and the line ending with ")", "{" or ","
+ *     and blanks.
+ * t[p] is known to be [A-Za-z_$]. */
+static int shape_passes(const unsigned char *t, Py_ssize_t line, Py_ssize_t p, Py_ssize_t eol) {
+    Py_ssize_t q = p, blank_at = -1, dollar = 0, ident_end = -1;
+    while (q < eol) {
+        unsigned char d = t[q];
+        if (is_word(d) || d == '$' || d == '<' || d == '>' || d == '[' || d == ']' || d == ',' ||
+            d == '.' || d == '?' || d == ' ' || d == '\t' || d == '*' || d == '&') {
+            if (d == '$') dollar = 1;
+            if ((d == ' ' || d == '\t' || d == '*' || d == '&') && blank_at < 0 && q > p)
+                blank_at = q;
+            if (ident_end < 0 && !is_word(d) && d != '$') ident_end = q;
+            q++;
+        } else
+            break;
+    }
+    if (q >= eol || t[q] != '(') return 0;
+    if (ident_end < 0) ident_end = q;
+    int semi = 0, throws = 0;
+    for (Py_ssize_t r = q + 1; r < eol; r++) {
+        if (t[r] == ';') { semi = 1; break; }
+        if (!throws && t[r] == 't' && eol - r >= 6 && memcmp(t + r, "throws", 6) == 0) throws = 1;
+    }
+    unsigned char last = 0;
+    if (!semi) {
+        Py_ssize_t e = eol;
+        while (e > q + 1 && (t[e - 1] == ' ' || t[e - 1] == '\t')) e--;
+        if (e > q + 1) last = t[e - 1];
+    }
+    int ends_list = last == ')' || last == '{' || last == ',';
+    /* The first shape: no "$" up to q and a blank, "*" or "&" after the first character. */
+    if (t[p] != '$' && !dollar && blank_at >= 0 && (throws || ends_list)) return 1;
+    /* The second: an identifier (with "$"), then only blanks up to q. */
+    if (last == '{') {
+        Py_ssize_t k = ident_end;
+        while (k < q && (t[k] == ' ' || t[k] == '\t')) k++;
+        if (k == q) return 1;
+    }
+    /* The third: in the first column, a word of \w then "(" at once. */
+    if (p == line && t[p] != '$' && ends_list) {
+        Py_ssize_t k = p;
+        while (k < q && is_word(t[k])) k++;
+        if (k == q) return 1;
+    }
+    return 0;
+}
+
 static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
     Py_buffer data = {0};
-    PyObject *words;
-    if (!PyArg_ParseTuple(args, "y*O!:definition_lines", &data, &PyTuple_Type, &words))
+    PyObject *words, *nots = NULL;
+    if (!PyArg_ParseTuple(args, "y*O!|O!:definition_lines", &data, &PyTuple_Type, &words,
+                          &PyTuple_Type, &nots))
         return NULL;
     PyObject *result = NULL;
     int64_t *out = NULL;
@@ -580,6 +636,14 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
             goto done;
         }
     }
+    Py_ssize_t n_nots = nots ? PyTuple_GET_SIZE(nots) : 0;
+    for (Py_ssize_t i = 0; i < n_nots; i++) {
+        PyObject *w = PyTuple_GET_ITEM(nots, i);
+        if (!PyBytes_Check(w) || PyBytes_GET_SIZE(w) < 1) {
+            PyErr_SetString(PyExc_TypeError, "definition_lines: not words are non-empty bytes");
+            goto done;
+        }
+    }
     const unsigned char *t = data.buf;
     Py_ssize_t n = data.len, line = 0;
     while (line <= n) {
@@ -589,6 +653,18 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         Py_ssize_t p = line;
         int pass = 0;
         while (p < eol && (t[p] == ' ' || t[p] == '\t')) p++;
+        if (p < eol && n_nots) {
+            Py_ssize_t w_end = p;
+            while (w_end < eol && is_word(t[w_end])) w_end++;
+            for (Py_ssize_t i = 0; i < n_nots; i++) {
+                PyObject *w = PyTuple_GET_ITEM(nots, i);
+                Py_ssize_t len = PyBytes_GET_SIZE(w);
+                if (len == w_end - p && memcmp(PyBytes_AS_STRING(w), t + p, (size_t)len) == 0) {
+                    p = eol; /* a refused first word: no alternative can match the line */
+                    break;
+                }
+            }
+        }
         if (p < eol) {
             unsigned char c = t[p];
             for (Py_ssize_t i = 0; i < n_words && !pass; i++) {
@@ -598,36 +674,8 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
                 if ((unsigned char)ws[0] == c && len <= eol - p && memcmp(ws, t + p, (size_t)len) == 0)
                     pass = 1;
             }
-            if (!pass && (is_word(c) || c == '$') && !(c >= '0' && c <= '9')) {
-                Py_ssize_t q = p;
-                while (q < eol) {
-                    unsigned char d = t[q];
-                    if (is_word(d) || d == '$' || d == '<' || d == '>' || d == '[' || d == ']' ||
-                        d == ',' || d == '.' || d == '?' || d == ' ' || d == '\t' || d == '*' ||
-                        d == '&')
-                        q++;
-                    else
-                        break;
-                }
-                if (q < eol && t[q] == '(') {
-                    Py_ssize_t r = q + 1;
-                    int semi = 0;
-                    for (; r < eol; r++) {
-                        if (t[r] == ';') { semi = 1; break; }
-                        if (t[r] == 't' && eol - r >= 6 && memcmp(t + r, "throws", 6) == 0) {
-                            pass = 1;
-                            break;
-                        }
-                    }
-                    if (!pass && !semi) {
-                        Py_ssize_t e = eol;
-                        while (e > q + 1 && (t[e - 1] == ' ' || t[e - 1] == '\t')) e--;
-                        unsigned char last = t[e - 1];
-                        if (e > q + 1 && (last == ')' || last == '{' || last == ','))
-                            pass = 1;
-                    }
-                }
-            }
+            if (!pass && (is_word(c) || c == '$') && !(c >= '0' && c <= '9'))
+                pass = shape_passes(t, line, p, eol);
         }
         if (pass) {
             if (grow((void **)&out, &cap, n_out + 1, sizeof(int64_t)) < 0) goto done;
@@ -650,8 +698,8 @@ static PyMethodDef module_methods[] = {
      "blob_hints(data, bounds) -> bytes: one a text, 1 where it may hold a blob "
      "(retrieval.blobs.blob_spans' first looks), 0 where it holds none."},
     {"definition_lines", definition_lines, METH_VARARGS,
-     "definition_lines(data, first_words) -> bytes of native int64: the starts of the lines that "
-     "may define a name (a superset of retrieval.chunks._DEFINITION_LINE's)."},
+     "definition_lines(data, first_words, not_words=()) -> bytes of native int64: the starts of "
+     "the lines that retrieval.chunks._DEFINITION_LINE matches, less those of a refused first word."},
     {NULL, NULL, 0, NULL},
 };
 

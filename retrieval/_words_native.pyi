@@ -37,5 +37,7 @@ def postings_bytes(
 ) -> bytes:
     """A .mem's postings section (store.mem_encode), from its sorted postings."""
 
-def definition_lines(data: bytes, first_words: tuple[bytes, ...], /) -> bytes:
+def definition_lines(
+    data: bytes, first_words: tuple[bytes, ...], not_words: tuple[bytes, ...] = (), /
+) -> bytes:
     """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""

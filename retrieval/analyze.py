@@ -391,7 +391,12 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     lows = np.fromiter((lo for lo, _ in spans), dtype=np.int64, count=n_chunks)
     starts = lows + 1
     ends = np.append(lows[1:], n_lines)
-    tdata = translate(blank_blobs(data))  # base64, hex dumps, minified code: no words
+    # Base64, hex dumps, minified code: no words. The compiled pass's first looks (blob_hints)
+    # say, faster than blobs.py's own, whether the file may hold a blob; most hold none.
+    if native and _words_native is not None and not _words_native.blob_hints(data, _whole(size))[0]:
+        tdata = translate(data)
+    else:
+        tdata = translate(blank_blobs(data))
     bounds = line_starts[np.append(lows, n_lines)]
     first_ends = line_starts[lows + 1]
     table = word_table()
@@ -418,6 +423,11 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
         starts=starts,
         ends=ends,
     )
+
+
+def _whole(size: int) -> bytes:
+    """The bounds of one text of size bytes, as blob_hints takes them (two native int64)."""
+    return np.array((0, size), dtype=np.int64).tobytes()
 
 
 def _definitions(data: bytes, bounds: I64, table: WordTable) -> tuple[list[int], list[int]]:
@@ -470,9 +480,8 @@ def _pairs_native(
     )
     if not distinct:
         return _wordless(len(starts), starts, ends)
-    words = table.words
     return _record(
-        vocab=[words[i] for i in np.frombuffer(distinct, dtype=np.int64).tolist()],
+        vocab=list(map(table.words.__getitem__, np.frombuffer(distinct, dtype=np.int64).tolist())),
         starts=starts,
         ends=ends,
         offsets=np.frombuffer(offsets, dtype=np.int64),

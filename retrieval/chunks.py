@@ -150,10 +150,14 @@ _MODIFIERS = (
     rb"|abstract|async|unsafe|extern|declare|sealed|open|override|virtual|inline|synchronized"
     rb"|native|partial|const)[ \t]+)*"
 )
-_NOT_NAMES = (
-    rb"(?!(?:if|for|while|switch|catch|return|new|throw|await|yield|else|do|case|sizeof"
-    rb"|typeof|delete|assert|raise|print|not|and|or|in|is|elif|with|try|defined|goto)\b)"
-)
+# The words that the C, Java and C# alternatives below refuse as a line's first word and as the
+# name before "(": statements and operators, not definitions.
+_NOT_WORDS = (
+    "if", "for", "while", "switch", "catch", "return", "new", "throw", "await", "yield", "else",
+    "do", "case", "sizeof", "typeof", "delete", "assert", "raise", "print", "not", "and", "or",
+    "in", "is", "elif", "with", "try", "defined", "goto",
+)  # fmt: skip
+_NOT_NAMES = rb"(?!(?:" + "|".join(_NOT_WORDS).encode() + rb")\b)"
 _DEFINITION = re.compile(
     # A declaration keyword, after modifiers, in any column: def, class, func (with a Go
     # receiver), fn, struct, interface, type, impl, trait, enum, ... and the name after it.
@@ -223,6 +227,7 @@ _DEFINITION_LINE = re.compile(
 
 
 _FIRST_WORDS_UTF8 = tuple(word.encode() for word in _FIRST_WORDS)
+_NOT_WORDS_UTF8 = tuple(word.encode() for word in _NOT_WORDS)
 
 PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
 """Set (not to ``0``), the compiled pass is not used though installed: the Python paths, which
@@ -244,20 +249,21 @@ def definitions_utf8(data: bytes) -> list[tuple[int, bytes]]:
 
     What ``_DEFINITION.finditer(data)`` finds (a match never crosses a line, so it is the match
     at each line's start), computed by trying it only at the lines ``_DEFINITION_LINE`` finds.
-    Where the compiled pass is installed, a loop in C first picks the lines that expression may
-    match (a superset of them, by the same shape: no regular expression tried at every line), and
-    the expression is tried at those alone; the lines it keeps are the same."""
+    Where the compiled pass is installed, a loop in C picks the lines that expression matches
+    (the same shapes, no regular expression tried at every line), less those whose first word
+    _DEFINITION refuses; the definitions found are the same."""
     return _definitions_utf8(data, native=_native_lines is not None)
 
 
 def _definition_lines(data: bytes, *, native: bool) -> list[int]:
-    """The starts of the lines of data that _DEFINITION_LINE matches, ascending."""
+    """The starts of the lines of data that _DEFINITION_LINE matches, ascending (those of a
+    first word in _NOT_WORDS left out by the compiled filter: _DEFINITION matches none)."""
+    if native and _native_lines is not None:
+        # The same lines, less those whose first word _DEFINITION refuses (_NOT_WORDS).
+        lines = _native_lines(data, _FIRST_WORDS_UTF8, _NOT_WORDS_UTF8)
+        return memoryview(lines).cast("q").tolist()
     # The "\n" put before data makes the first line's start a match's start like any other's.
     buf = b"\n" + data
-    if native and _native_lines is not None:
-        line_match = _DEFINITION_LINE.match
-        picked = memoryview(_native_lines(data, _FIRST_WORDS_UTF8)).cast("q").tolist()
-        return [at for at in picked if line_match(buf, at) is not None]
     return [m.start() for m in _DEFINITION_LINE.finditer(buf)]
 
 

@@ -368,9 +368,9 @@ def test_analyze_falls_back_to_python_without_the_compiled_pass(
 
 
 @native_only
-def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> None:
-    """The definitions' lines picked in C are a superset of the expression's, so that the
-    expression tried at those alone finds the same lines and the rule the same definitions."""
+def test_the_compiled_line_filter_picks_the_lines_the_expression_finds() -> None:
+    """The definitions' lines picked in C are the expression's (_DEFINITION_LINE), and with the
+    refused first words every line a definition is on, so the rule finds the same ones."""
     from nodwyn_retrieval.retrieval import _words_native
     from nodwyn_retrieval.retrieval import chunks as C
 
@@ -380,24 +380,61 @@ def test_the_compiled_line_filter_keeps_every_line_the_expression_finds() -> Non
     lines = [_line_of_pieces(rng) for _ in range(20_000)]
     lines += [line for text in build_corpus(4000, 30) for line in text.split("\n")]
     lines += ["", "\t", "f(", "f()", "f() ", "x(a) {", "a b(;)", "$(x) {", "9f()", "a(b) throws"]
+    lines += ["a$ b(c)", "$a b(c)", " f(x)", "f$(x)", "f (x) {", "f$ (x) {", "a.b (c) {", "a*(b)",
+              "a b(c) ;", "a b(;c) throws", "a b(c throws", "a b(c) \t", "a\tb(c),", "(x) {",
+              "f() throws;", "a<b> c(d)\r", "a b(\u00e9)", "\u00e9 b(c)",
+              "a b(c)\u00e9"]  # fmt: skip
     rng.shuffle(lines)
     kept = 0
     for start in range(0, len(lines), 400):
         for end in ("", "\n"):
             data = ("\n".join(lines[start : start + 400]) + end).encode()
-            picked = set(
+            picked = (
                 memoryview(_words_native.definition_lines(data, C._FIRST_WORDS_UTF8))
                 .cast("q")
                 .tolist()
             )
             want = [m.start() for m in C._DEFINITION_LINE.finditer(b"\n" + data)]
-            assert set(want) <= picked
-            assert C._definition_lines(data, native=True) == want
+            assert picked == want
+            # With the refused first words, fewer lines, still every line a definition is on.
+            defined = {m.start() for m in C._DEFINITION.finditer(data)}
+            got = C._definition_lines(data, native=True)
+            assert defined <= set(got) <= set(want)
+            assert C._definition_lines(data, native=False) == want  # the Python path's, whole
             assert C._definitions_utf8(data, native=True) == C._definitions_utf8(data, native=False)
             kept += len(want)
     assert kept > 5_000
     with pytest.raises(TypeError, match="non-empty bytes"):
         _words_native.definition_lines(b"x", (b"",))
+    with pytest.raises(TypeError, match="not words are non-empty bytes"):
+        _words_native.definition_lines(b"x", (b"def",), (b"if", b""))
+
+
+@native_only
+def test_a_line_whose_first_word_is_refused_is_not_a_definitions_line() -> None:
+    """A line that begins (after its blanks) with a statement's word, as ``return f(x)`` or
+    ``if (a) {``, is left out by the compiled filter; the same word inside a longer one, or
+    after the first, is not refused, and what the lines define is the Python path's."""
+    from nodwyn_retrieval.retrieval import _words_native
+    from nodwyn_retrieval.retrieval import chunks as C
+
+    def lines_of(data: bytes) -> list[int]:
+        got = _words_native.definition_lines(data, C._FIRST_WORDS_UTF8, C._NOT_WORDS_UTF8)
+        return memoryview(got).cast("q").tolist()
+
+    for word in C._NOT_WORDS:
+        refused = [f"{word} f(x)", f"  {word}(x) {{", f"\t{word} int g(a),", f"{word}$ h(y)"]
+        kept = [f"{word}_x(y)", f"{word}9 k(y)", f"int {word}x(a)", f"  var_{word} m(b) {{"]
+        data = "\n".join(refused + kept).encode() + b"\n"
+        starts = [0]
+        for line in refused + kept:
+            starts.append(starts[-1] + len(line) + 1)
+        assert lines_of(data) == starts[len(refused) : -1], word
+        assert C._definitions_utf8(data, native=True) == C._definitions_utf8(data, native=False)
+    # Without the third argument nothing is refused (the filter as it was).
+    assert memoryview(_words_native.definition_lines(b"return f(x)\n", (b"def",))).cast(
+        "q"
+    ).tolist() == [0]
 
 
 @pytest.mark.parametrize(("value", "native"), [("1", False), ("0", A.NATIVE), ("", A.NATIVE)])
