@@ -2,9 +2,12 @@
 
 In a git repository: the files git lists (``git ls-files -z --cached --others --exclude-standard``),
 run with fixed arguments and hardened as ``git status`` is for an agent (no file system monitor, no
-external programs, no pager, no optional locks, no prompts). ``.nodwyn/`` is left out but for its
-tracked files. Elsewhere: a walk that skips hidden entries and symbolic links and honours
-``.gitignore`` files. A directory given to ``index-update`` is walked whole, ignored files included.
+external programs, no pager, no optional locks, no prompts). When that listing takes more than
+``OTHERS_SECONDS`` (an ignore file that is a FIFO blocks git for ever), the index alone is listed
+(``--cached``, no ignore file read) for ``INDEX_ONLY_SECONDS``, and it is said. ``.nodwyn/`` is
+left out but for its tracked files. Elsewhere: a walk that skips hidden entries and symbolic links
+and honours ``.gitignore`` files. A directory given to ``index-update`` is walked whole, ignored
+files included.
 """
 
 from __future__ import annotations
@@ -30,8 +33,15 @@ __all__ = ["Listing", "ListingCut", "git_ls_files", "list_tree", "walk_dir"]
 NODWYN_DIR = ".nodwyn/"
 GITIGNORE_BYTES = 1 << 20  # a .gitignore is read up to 1 MiB
 GIT_SECONDS = 120.0  # git ls-files is given at most this, deadline or not
+OTHERS_SECONDS = 5.0  # the listing with untracked files is given at most this, then the index's
+INDEX_ONLY_SECONDS = 600.0  # after such a cut, how long a repository's index alone is listed
 
 log = logging.getLogger("nodwyn_retrieval.actors.listing")
+
+# git directory -> the time.monotonic() until which its listing is the index's alone (the
+# listing with untracked files did not finish in OTHERS_SECONDS: an ignore file that blocks).
+_index_only: dict[Path, float] = {}
+_index_only_lock = threading.Lock()
 
 
 class ListingCut(TimeoutError):
@@ -87,17 +97,27 @@ def _git_output(
     here = Path(os.path.realpath(root))
     if here != repo.work_tree and repo.work_tree not in here.parents:
         return None  # pragma: no cover - git_repo found root or an ancestor of it
+    args = _ls_args(repo.git_dir)
+    taken = (
+        early is not None
+        and early.repo == repo
+        and here == repo.work_tree
+        and ran is not None
+        and early.args == args
+    )
     try:
-        if (
-            early is not None
-            and early.repo == repo
-            and here == repo.work_tree
-            and ran is not None
-            and ran.error is None  # one cut by its time, or failed, is run again as before
-        ):
+        if taken and ran is not None and ran.error is None:
             out = ran.result()
-        else:
-            out = repo.run("ls-files", *_LS_FILES_ARGS, timeout=timeout, cwd=here)
+        elif taken and early is not None and early.blocked():
+            out = _index_listing(repo, here, root, timeout - OTHERS_SECONDS)
+        else:  # one cut by the deadline, or failed, is run again as before
+            bound = min(timeout, OTHERS_SECONDS) if args is _LS_FILES_ARGS else timeout
+            try:
+                out = repo.run("ls-files", *args, timeout=bound, cwd=here)
+            except subprocess.TimeoutExpired:
+                if bound < OTHERS_SECONDS:
+                    raise
+                out = _index_listing(repo, here, root, timeout - bound)
     except (FileNotFoundError, PermissionError):
         return None
     except subprocess.TimeoutExpired:
@@ -110,6 +130,36 @@ def _git_output(
 
 
 _LS_FILES_ARGS = ("-z", "-t", "--cached", "--others", "--exclude-standard")
+_LS_INDEX_ARGS = ("-z", "-t", "--cached")  # the index alone: no ignore file is read
+
+
+def _ls_args(git_dir: Path) -> tuple[str, ...]:
+    """The listing's arguments for a repository: with its untracked files, unless that listing
+    was cut at OTHERS_SECONDS in the last INDEX_ONLY_SECONDS."""
+    with _index_only_lock:
+        until = _index_only.get(git_dir)
+        if until is not None and time.monotonic() >= until:
+            del _index_only[git_dir]
+            until = None
+    return _LS_FILES_ARGS if until is None else _LS_INDEX_ARGS
+
+
+def _index_listing(
+    repo: GitRepo, here: Path, root: Path, seconds: float
+) -> subprocess.CompletedProcess[bytes]:
+    """The index's listing, after the one with untracked files took OTHERS_SECONDS: git reads
+    each ``.gitignore`` it meets, ``.git/info/exclude`` and ``core.excludesFile``, and one of
+    them that is a FIFO (a clone can hold one only by a hand that put it there) blocks it for
+    ever. The files git tracks are listed and searched; untracked ones are not, and it is said."""
+    with _index_only_lock:
+        _index_only[repo.git_dir] = time.monotonic() + INDEX_ONLY_SECONDS
+    log.warning(
+        "git ls-files in %s did not finish in %.0f s (an ignore file that blocks, such as a "
+        "FIFO, or a very large untracked tree): only the files git tracks are listed, and "
+        "untracked files are left out for %.0f minutes",
+        root, OTHERS_SECONDS, INDEX_ONLY_SECONDS / 60,
+    )  # fmt: skip
+    return repo.run("ls-files", *_LS_INDEX_ARGS, timeout=max(1.0, seconds), cwd=here)
 
 
 class _Ran:
@@ -136,8 +186,10 @@ class _Early:
 
     def __init__(self, repo: GitRepo, timeout: float) -> None:
         self.repo = repo
+        self.args = _ls_args(repo.git_dir)
+        self.timeout = min(timeout, OTHERS_SECONDS) if self.args is _LS_FILES_ARGS else timeout
         self._ran = _Ran()
-        self._thread = threading.Thread(target=self._run, args=(timeout,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(self.timeout,), daemon=True)
         self._thread.start()
 
     @classmethod
@@ -157,7 +209,7 @@ class _Early:
     def _run(self, timeout: float) -> None:
         try:
             self._ran.value = self.repo.run(
-                "ls-files", *_LS_FILES_ARGS, timeout=timeout, cwd=self.repo.work_tree
+                "ls-files", *self.args, timeout=timeout, cwd=self.repo.work_tree
             )
         except BaseException as e:  # noqa: BLE001 - raised where the listing is taken
             self._ran.error = e
@@ -165,6 +217,14 @@ class _Early:
     def wait(self) -> _Ran:
         self._thread.join()
         return self._ran
+
+    def blocked(self) -> bool:
+        """Whether its listing with untracked files ran out of OTHERS_SECONDS (not a deadline)."""
+        return (
+            self.args is _LS_FILES_ARGS
+            and self.timeout >= OTHERS_SECONDS
+            and isinstance(self._ran.error, subprocess.TimeoutExpired)
+        )
 
 
 # Where a name of the listing, between two separators (NUL between names, "/" between parts),

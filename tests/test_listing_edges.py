@@ -386,3 +386,56 @@ def test_a_listing_started_early_is_not_taken_by_a_step_past_its_deadline(
     assert listing.step(time.monotonic() + 60)  # the next search lists the tree again
     assert sorted(listing.names) == ["a.py", "late.py"]
     assert len(done) == 2
+
+
+def test_a_fifo_ignore_file_lists_the_index_alone_then_again_with_untracked_files_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n", "sub/b.py": "b\n"})
+    (root / "untracked.py").write_text("u\n", encoding="utf-8")
+    assert sorted(list_tree(root)[0]) == ["a.py", "sub/b.py", "untracked.py"]
+    monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
+    os.mkfifo(root / "sub" / ".gitignore")  # git opens it to read, and waits for a writer
+    start = time.monotonic()
+    names = sorted(list_tree(root)[0])
+    first = time.monotonic() - start
+    # The tracked files, found after the untracked listing's bound; the untracked file is not
+    # listed, and the warning says why.
+    assert names == ["a.py", "sub/b.py"]
+    assert 1.0 <= first < 20, first
+    assert "only the files git tracks are listed" in caplog.text
+    # Within the window the index alone is listed at once: no wait for the FIFO again.
+    start = time.monotonic()
+    assert sorted(list_tree(root)[0]) == ["a.py", "sub/b.py"]
+    assert time.monotonic() - start < 1.0
+    listing = Listing(root, [])
+    listing.start(time.monotonic() + 30)  # started early, by a new session's refresh
+    assert listing.step(time.monotonic() + 30) is True
+    assert sorted(listing.names) == ["a.py", "sub/b.py"]
+    # Once the window is over the whole listing is tried again: with the FIFO gone, it lists the
+    # untracked file again.
+    (root / "sub" / ".gitignore").unlink()
+    monkeypatch.setattr(
+        _listing, "_index_only", {k: time.monotonic() - 1 for k in _listing._index_only}
+    )
+    assert sorted(list_tree(root)[0]) == ["a.py", "sub/b.py", "untracked.py"]
+    assert _listing._index_only == {}
+
+
+def test_a_fifo_ignore_file_found_by_a_listing_started_early_is_not_waited_on_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
+    monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
+    monkeypatch.setattr(_listing, "_index_only", {})
+    exclude = root / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.unlink(missing_ok=True)
+    os.mkfifo(exclude)  # read by every listing with untracked files
+    listing = Listing(root, [])
+    start = time.monotonic()
+    listing.start(start + 30)
+    assert listing.step(start + 30) is True
+    took = time.monotonic() - start
+    assert listing.names == ["a.py"]
+    assert 1.0 <= took < 2 * 1.0 + 0.9, took  # one bound waited, not two
