@@ -226,6 +226,7 @@ _GLUE = frozenset(
         "runner", "trigger", "pipeline", "install", "bootstrap", "join", "cluster", "node",
         "encrypt", "decrypt", "share", "shared", "ticket", "license", "pat", "ssl", "tls",
         "cert", "keychain", "wallet", "database", "data", "sa", "svc", "integration", "partner",
+        "identity",
     }
 )  # fmt: skip
 # Words that make a name something else than a credential: a public key token, a CSRF or paging
@@ -331,6 +332,14 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXPRESSION = re.compile(
     r"[A-Za-z_$][A-Za-z_$]*\d*(?:(?:\.|::|->)[A-Za-z_$][A-Za-z_$]*\d*)+|[A-Za-z_$][\w$.]*[(\[].*"
 )
+# A dotted chain of identifiers: a reference (rust_openssl.hpke.X25519PrivateKey) when its last
+# part names a secret itself, as no credential's value does.
+_REFERENCE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
+# A C or C++ macro's definition before a name: #define API_KEY "..."
+_DEFINE = re.compile(r"(?:^|\n)[ \t]*#[ \t]*define[ \t]+$")
+_DEFINED = re.compile(r"[ \t]+")
+# A YAML scalar's tag before its value: password: !!str x
+_YAML_SCALAR_TAG = re.compile(r"!!(?:str|binary)[ \t]+")
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
 _YAML_NODE = re.compile(r"[!&*]{1,2}[A-Za-z_][A-Za-z_.-]*|@[\w.-]*[./][\w./-]*|~")
 _GRAMMAR = re.compile(r"\d+\*|\*\(|\*[A-Z]+$")  # ABNF's repetition: 1*tchar, *( field )
@@ -392,6 +401,12 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
     code_like = not tight or _CHAIN_HEAD.match(value) or after[:1] in (",", ")")
     if code_like and _EXPRESSION.fullmatch(value) and not _jumbled(value):
         return False
+    if (
+        code_like
+        and _REFERENCE.fullmatch(value)
+        and secret_name(value.rpartition(".")[2]) is not None
+    ):
+        return False  # X25519PrivateKey = rust_openssl.hpke.X25519PrivateKey: a re-export
     if "(" in value and not tight:
         return False  # !!lookup(x), a call inside an expression
     if kind == "credential" and value.isalpha():
@@ -452,7 +467,15 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
             return None
         return f.start("v"), f.end("v"), kind, end
     if m is None:
-        return None
+        # #define API_KEY "x": a macro's name, then its literal.
+        if not _DEFINE.search(text, max(0, start - 40), start):
+            return None
+        q = _QUOTED.match(text, _DEFINED.match(text, end).end())  # type: ignore[union-attr]
+        if q is None or text[q.start() : q.start() + 1] not in ('"', "'"):
+            return None
+        if not _quoted_secret(q.group("v"), kind):
+            return None
+        return q.start("v"), q.end("v"), kind, end
     op, close = m.group("op"), m.group("close")
     before = text[start - 1] if start > 0 else ""
     pos = m.end()
@@ -485,6 +508,23 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
         return None
     if op == "=" and m.group("sp") and _TUPLE_TARGET.search(text, max(0, start - 80), start):
         return None  # user, password = "wile", "coyote": which value is whose is not known
+    if op == ":" and (tag := _YAML_SCALAR_TAG.match(text, pos)) is not None:
+        # password: !!str x: the tag says the value is a string, a literal as if quoted.
+        pos = tag.end()
+        b = _BARE.match(text, pos)
+        if text[pos : pos + 1] not in ('"', "'") and b is not None:
+            return (b.start(), b.end(), kind, end) if _quoted_secret(b.group(), kind) else None
+    if text.startswith(('"""', "'''"), pos):
+        # password = """x""" (TOML's, Python's): a value on one line, the line break right
+        # after the opening quotes left out; a string over lines is not a credential's.
+        quotes = text[pos : pos + 3]
+        at_v = pos + 3 + (text[pos + 3 : pos + 4] == "\n")
+        close_at = text.find(quotes, at_v, at_v + 1024)
+        if close_at < 0 or "\n" in text[at_v:close_at]:
+            return None
+        if not _quoted_secret(text[at_v:close_at], kind):
+            return None
+        return at_v, close_at, kind, end
     q = _QUOTED.match(text, pos)
     if q is not None:
         if op == "(" and text[q.end() : q.end() + 1] not in (")", ","):

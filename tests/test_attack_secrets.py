@@ -217,3 +217,50 @@ def test_sshpass_and_a_powershell_securestring() -> None:
     kept("$p = ConvertTo-SecureString $env:PW -AsPlainText -Force\n")
     # Without -AsPlainText the string is already an encrypted one, not the password itself.
     kept("$p = ConvertTo-SecureString '01000000d08c9ddf0115d1118c7a00c04fc297eb' -Key $k\n")
+
+
+def test_a_secret_defined_by_a_c_macro() -> None:
+    key = rnd(32)
+    text = f'#include <stdio.h>\n#define API_KEY "{key}"\n  #  define DB_PASSWORD "{rnd(12)}"\n'
+    gone(text, key, kind="api-key")
+    assert "password" in redact(text).kinds
+    # Near misses: a macro of another name, a number, a macro that is an expression, a word.
+    for left in (
+        f'#define API_URL "{rnd(32)}"\n',
+        "#define API_KEY_LENGTH 32\n",
+        "#define API_KEY get_key()\n",
+        "#define PASSWORD_PROMPT \"Password: \"\n",
+        "#define TOKEN\n",
+        f'x = 1; API_KEY "{rnd(32)}"\n',  # no #define before it
+    ):
+        assert redact(left).text == left, left
+
+
+def test_a_secret_in_triple_quotes_and_after_a_yaml_scalar_tag() -> None:
+    pw = rnd(14)
+    gone(f'[db]\npassword = """{pw}"""\n', pw, kind="password")
+    gone(f"password = '''{pw}'''\n", pw, kind="password")
+    gone(f'password = """\n{pw}"""\n', pw, kind="password")  # TOML drops that first break
+    gone(f"db:\n  password: !!str {pw}\n", pw, kind="password")
+    gone(f'db:\n  password: !!str "{pw}"\n', pw, kind="password")
+    token = rnd(40)
+    gone(f'{{"identitytoken": "{token}"}}\nidentity_token = "{token}"\n', token, kind="token")
+    for left in (
+        'password = """\nWhat the user types to log in.\n"""\n',  # a docstring over lines
+        'password = """ask"""\n',  # too short for a password
+        "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n",  # encrypted: a tag of its own
+        'password = """"""\n',
+    ):
+        assert redact(left).text == left, left
+
+
+def test_a_reference_to_a_key_type_is_left() -> None:
+    for left in (
+        "MLKEM768X25519PrivateKey = rust_openssl.hpke.MLKEM768X25519PrivateKey\n",
+        "    private_key: x25519.X25519PrivateKey\n    | ec.EllipticCurvePrivateKey,\n",
+        "signing_key = keys.Ed25519SigningKey\n",
+    ):
+        assert redact(left).text == left, left
+    # A dotted value whose last part does not name a secret is judged as before.
+    jwt_like = f"{rnd(20)}.{rnd(8)}.{rnd(30)}"
+    gone(f"api_key = {jwt_like}\n", jwt_like, kind="api-key")
