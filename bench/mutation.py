@@ -103,9 +103,17 @@ TESTS: dict[str, list[str]] = {
         "test_redact.py",
         "test_redact_shapes.py",
     ],
+    "guard/_assignment.py": [
+        "test_redact_name_start.py",
+        "test_attack_secrets.py",
+        "test_redact_edges.py",
+        "test_redact.py",
+        "test_redact_shapes.py",
+    ],
     "guard/_prefix.py": ["test_redact_prefilter.py", "test_redact.py"],
     "guard/kubernetes.py": ["test_redact_edges.py", "test_redact.py", "test_redact_shapes.py"],
     "guard/secret_rules.py": [
+        "test_attack_secrets.py",
         "test_secret_edges.py",
         "test_redact_first_use.py",
         "test_redact_shapes.py",
@@ -202,6 +210,7 @@ TESTS: dict[str, list[str]] = {
     # Quickest files first: the in-process runner stops at the first failure.
     "actors/refresher.py": [
         "test_refresher.py",
+        "test_stat_native.py",
         "test_refresher_sessions.py",
         "test_refresher_edges.py",
         "test_refresher_phases.py",
@@ -210,8 +219,10 @@ TESTS: dict[str, list[str]] = {
         "test_listing_edges.py",
     ],
     "actors/_fastpath.py": ["test_fastpath.py"],
+    "actors/_stat.py": ["test_stat_native.py", "test_fastpath.py"],
     "actors/_listing.py": [
         "test_listing_edges.py",
+        "test_listing_parse.py",
         "test_listing.py",
         "test_scan_bounds.py",
         "test_hostile_clone.py",
@@ -219,6 +230,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "actors/_watch.py": [
         "test_watch_edges.py",
+        "test_stat_native.py",
         "test_refresher.py",
         "test_refresher_edges.py",
         "test_listing.py",
@@ -268,6 +280,7 @@ DEFAULT_MODULES = [
     "store/transcripts/__init__.py",
     "actors/refresher.py",
     "actors/_fastpath.py",
+    "actors/_stat.py",
     "actors/_listing.py",
     "actors/_watch.py",
     "actors/indexer.py",

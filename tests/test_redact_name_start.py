@@ -1,4 +1,4 @@
-"""Where the name around a credential's locator begins (guard.redact._assignment): the run of
+"""Where the name around a credential's locator begins (guard._assignment.assignment): the run of
 name characters before the locator, at most 80 of them, read back from the locator."""
 
 from __future__ import annotations
