@@ -109,6 +109,28 @@ def shifted_time(offset: Callable[[], float]) -> Any:
     return Time
 
 
+def raw_mcp_client(p: subprocess.Popen[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """A client of the JSON lines it writes to an :func:`mcp_process` (what the SDK's client
+    cannot send), after the handshake: ``call(message)`` sends one message and, when it has an
+    ``id``, answers the server's reply."""
+    assert p.stdin is not None
+    assert p.stdout is not None
+    stdin, stdout = p.stdin, p.stdout
+
+    def call(obj: dict[str, Any]) -> dict[str, Any] | None:
+        stdin.write(json.dumps(obj) + "\n")
+        stdin.flush()
+        return json.loads(stdout.readline()) if "id" in obj else None
+
+    hello = call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "some-client", "version": "1"}}})  # fmt: skip
+    assert hello is not None
+    assert hello["id"] == 1
+    call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return call
+
+
 def mcp_process(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """``nodwyn-retrieval mcp`` started in root as a client starts it, its three pipes as text."""
     return subprocess.Popen(

@@ -5,7 +5,6 @@ the next call as before. Through the library, the CLI's real process and the MCP
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nodwyn_retrieval import Engine
 from nodwyn_retrieval.errors import BadInput
 
-from tests.support import GIT_ENV, Log, make_repo, mcp_process
+from tests.support import GIT_ENV, Log, make_repo, mcp_process, raw_mcp_client
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_NAME = "n" * 300  # past NAME_MAX (255) on every Linux file system
@@ -241,24 +240,15 @@ def test_the_mcp_server_answers_a_lone_surrogate_sent_raw(repo: Path, tmp_path: 
         assert p.stdout is not None
         assert p.stderr is not None
 
-        def send(obj: dict[str, Any]) -> None:
-            assert p.stdin is not None
-            p.stdin.write(json.dumps(obj) + "\n")
-            p.stdin.flush()
-
         try:
-            send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "some-client", "version": "1"}}})  # fmt: skip
-            assert json.loads(p.stdout.readline())["id"] == 1
-            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = raw_mcp_client(p)
             for i, tool in enumerate(("index-search", "index-update"), 2):
                 args: dict[str, Any] = {"path": "src/\ud800.py"}
                 if tool == "index-search":
                     args |= {"query": "albatross", "scope": "repo"}
-                send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                      "params": {"name": tool, "arguments": args}})  # fmt: skip
-                reply = json.loads(p.stdout.readline())
+                reply = call({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                              "params": {"name": tool, "arguments": args}})  # fmt: skip
+                assert reply is not None
                 assert reply["result"]["isError"] is True
                 text = reply["result"]["content"][0]["text"]
                 assert "lone surrogate" in text, text

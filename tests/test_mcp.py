@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nodwyn_retrieval.actors.earlier import DISABLED
 from nodwyn_retrieval.mcp_server import mcp_tools
 
-from tests.support import GIT_ENV, make_repo, mcp_process
+from tests.support import GIT_ENV, make_repo, mcp_process, raw_mcp_client
 from tests.test_transcripts import ClaudeSession, CodexRollout, _claude_story
 
 
@@ -270,21 +270,11 @@ def test_sigterm_closes_the_server_cleanly(tmp_path: Path, env: dict[str, str]) 
         assert p.stdout is not None
         assert p.stderr is not None
 
-        def send(obj: dict[str, Any]) -> None:
-            assert p.stdin is not None
-            p.stdin.write(json.dumps(obj) + "\n")
-            p.stdin.flush()
-
         try:
-            send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "some-client", "version": "1"}}})  # fmt: skip
-            assert json.loads(p.stdout.readline())["id"] == 1
-            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                  "params": {"name": "index-search",
-                             "arguments": {"query": "marmot", "scope": "repo"}}})  # fmt: skip
-            reply = json.loads(p.stdout.readline())
+            call = raw_mcp_client(p)
+            search = {"name": "index-search", "arguments": {"query": "marmot", "scope": "repo"}}
+            reply = call({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search})
+            assert reply is not None
             assert reply["result"]["isError"] is False
             assert "a.py:" in reply["result"]["content"][0]["text"]
             p.terminate()
