@@ -356,8 +356,8 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
     if op == ":" and (tag := _YAML_SCALAR_TAG.match(text, pos)) is not None:
         # password: !!str x: the tag says the value is a string, a literal as if quoted.
         pos = tag.end()
-        b = _BARE.match(text, pos)
-        if text[pos : pos + 1] not in ('"', "'") and b is not None:
+        b = _BARE.match(text, pos)  # none where a quote follows: the quoted value, below
+        if b is not None:
             return (b.start(), b.end(), kind, end) if _quoted_secret(b.group(), kind) else None
     if text.startswith(('"""', "'''"), pos):
         # password = """x""" (TOML's, Python's): a value on one line, the line break right

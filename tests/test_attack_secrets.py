@@ -250,6 +250,8 @@ def test_a_secret_in_triple_quotes_and_after_a_yaml_scalar_tag() -> None:
         'password = """ask"""\n',  # too short for a password
         "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n",  # encrypted: a tag of its own
         'password = """"""\n',
+        'password = """s3cr3tP4ssw0rd',  # not closed, at the text's end
+        "password = '''s3cr3tP4ssw0rd\n",  # not closed
     ):
         assert redact(left).text == left, left
 

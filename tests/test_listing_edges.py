@@ -13,7 +13,7 @@ from nodwyn_retrieval.actors import _listing
 from nodwyn_retrieval.actors._listing import Listing, ListingCut, list_tree
 from nodwyn_retrieval.errors import StoreError
 
-from tests.support import make_repo
+from tests.support import git, make_repo
 
 
 class Ticks:
@@ -433,6 +433,7 @@ def test_a_fifo_ignore_file_found_by_a_listing_started_early_is_not_waited_on_tw
     exclude.parent.mkdir(exist_ok=True)
     exclude.unlink(missing_ok=True)
     os.mkfifo(exclude)  # read by every listing with untracked files
+    runs = _ls_runs(monkeypatch)
     listing = Listing(root, [])
     start = time.monotonic()
     listing.start(start + 30)
@@ -440,3 +441,40 @@ def test_a_fifo_ignore_file_found_by_a_listing_started_early_is_not_waited_on_tw
     took = time.monotonic() - start
     assert listing.names == ["a.py"]
     assert 1.0 <= took < 2 * 1.0 + 0.9, took  # one bound waited, not two
+    assert len(runs) == 2  # the listing with untracked files, cut; then the index's
+
+
+def test_a_fifo_ignore_file_of_a_worktree_lists_its_index_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A worktree's .git is a file: no listing is started early, the listing runs in the step.
+    main = make_repo(tmp_path / "main", {"a.py": "a\n"})
+    work = tmp_path / "work"
+    git(main, "worktree", "add", "-q", str(work))
+    monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
+    monkeypatch.setattr(_listing, "_index_only", {})
+    os.mkfifo(work / ".gitignore")
+    runs = _ls_runs(monkeypatch)
+    start = time.monotonic()
+    assert sorted(list_tree(work)[0]) == ["a.py"]
+    assert time.monotonic() - start >= 1.0
+    assert len(runs) == 2
+    assert "untracked files are left out for 10 minutes" in caplog.text
+
+
+def test_a_listing_of_the_index_that_blocks_too_is_cut_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A FIFO as the ignore file and as the index: the index's listing gets what is left of the
+    # deadline once the untracked listing's bound is spent, and the step is cut there.
+    root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
+    monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
+    monkeypatch.setattr(_listing, "_index_only", {})
+    os.mkfifo(root / ".gitignore")
+    (root / ".git" / "index").unlink()
+    os.mkfifo(root / ".git" / "index")
+    listing = Listing(root, [])
+    start = time.monotonic()
+    assert listing.step(start + 3.0) is False
+    took = time.monotonic() - start
+    assert 2.9 <= took < 4.0, took  # 1 s, then the 2 s left: not 1 s and then 4 s
