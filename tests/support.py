@@ -19,6 +19,37 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
 }
 
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def cli_env(data: Path, config: Path) -> dict[str, str]:
+    """A command's environment: this one, with the data and configuration directories given."""
+    return {
+        **os.environ,
+        "NODWYN_RETRIEVAL_DATA_DIR": str(data),
+        "NODWYN_RETRIEVAL_CONFIG_DIR": str(config),
+        "PYTHONPATH": str(CHECKOUT),
+    }
+
+
+def server_env(tmp_path: Path) -> dict[str, str]:
+    """An MCP server's environment as a client starts it: nothing of this one's but ``PATH``,
+    every home (its own, the agents' transcripts', the project's data and configuration) made
+    in tmp_path."""
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "NODWYN_RETRIEVAL_DATA_DIR": str(tmp_path / "data"),
+        "NODWYN_RETRIEVAL_CONFIG_DIR": str(tmp_path / "config"),
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(CHECKOUT),
+        **GIT_ENV,
+    }
+    for k in ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        Path(env[k]).mkdir(exist_ok=True)
+    return env
+
 
 def git(cwd: Path, *args: str) -> str:
     """Run git in cwd with a fixed identity; return its stdout."""

@@ -16,18 +16,11 @@ from pathlib import Path
 import pytest
 from nodwyn_retrieval import Engine
 
-from tests.support import git, make_repo
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import cli_env, git, make_repo
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "NODWYN_RETRIEVAL_DATA_DIR": str(tmp_path / "data"),
-        "NODWYN_RETRIEVAL_CONFIG_DIR": str(tmp_path / "cfg"),
-        "PYTHONPATH": str(ROOT),
-    }
+    return cli_env(tmp_path / "data", tmp_path / "cfg")
 
 
 def _hostile(tmp_path: Path) -> tuple[Path, Path]:

@@ -19,9 +19,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nodwyn_retrieval import Engine
 from nodwyn_retrieval.errors import BadInput
 
-from tests.support import GIT_ENV, Log, make_repo, mcp_process, raw_mcp_client
+from tests.support import Log, cli_env, make_repo, mcp_process, raw_mcp_client, server_env
 
-ROOT = Path(__file__).resolve().parent.parent
 LONG_NAME = "n" * 300  # past NAME_MAX (255) on every Linux file system
 BAD_PATHS = [
     ("a\x00b.py", "holds a NUL byte"),
@@ -153,12 +152,7 @@ async def test_a_log_that_is_a_fifo_or_a_device_is_refused_at_open(
 
 
 def test_the_cli_says_a_name_too_long_in_one_line_and_exits_2(repo: Path, tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "NODWYN_RETRIEVAL_DATA_DIR": str(tmp_path / "data"),
-        "NODWYN_RETRIEVAL_CONFIG_DIR": str(tmp_path / "cfg"),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = cli_env(tmp_path / "data", tmp_path / "cfg")
     for args in (["search", "albatross", "--path", LONG_NAME], ["update", LONG_NAME]):
         out = subprocess.run(
             [sys.executable, "-m", "nodwyn_retrieval", *args],
@@ -173,18 +167,7 @@ def test_the_cli_says_a_name_too_long_in_one_line_and_exits_2(repo: Path, tmp_pa
 
 @asynccontextmanager
 async def _server(cwd: Path, tmp_path: Path) -> AsyncIterator[ClientSession]:
-    env = {
-        "HOME": str(tmp_path / "home"),
-        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
-        "CODEX_HOME": str(tmp_path / "codex"),
-        "NODWYN_RETRIEVAL_DATA_DIR": str(tmp_path / "data"),
-        "NODWYN_RETRIEVAL_CONFIG_DIR": str(tmp_path / "config"),
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT),
-        **GIT_ENV,
-    }
-    for k in ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME"):
-        Path(env[k]).mkdir()
+    env = server_env(tmp_path)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
@@ -227,14 +210,7 @@ async def test_the_mcp_server_answers_a_bad_path_with_one_clear_error(
 def test_the_mcp_server_answers_a_lone_surrogate_sent_raw(repo: Path, tmp_path: Path) -> None:
     # JSON allows "\ud800" escaped; a client that sends it gets one clear error, not a
     # UnicodeEncodeError's "unexpected error" and a traceback in the server's log.
-    env = {
-        "HOME": str(tmp_path),
-        "NODWYN_RETRIEVAL_DATA_DIR": str(tmp_path / "data"),
-        "NODWYN_RETRIEVAL_CONFIG_DIR": str(tmp_path / "config"),
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT),
-        **GIT_ENV,
-    }
+    env = server_env(tmp_path)
     with mcp_process(repo, env) as p:
         assert p.stdin is not None
         assert p.stdout is not None

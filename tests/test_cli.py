@@ -16,18 +16,13 @@ from nodwyn_retrieval import __version__
 from nodwyn_retrieval.cli import _parser
 from nodwyn_retrieval.store.log import records_path
 
-from tests.support import make_repo
+from tests.support import cli_env, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, cwd: Path, env_dirs: tuple[Path, Path]) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "NODWYN_RETRIEVAL_DATA_DIR": str(env_dirs[0]),
-        "NODWYN_RETRIEVAL_CONFIG_DIR": str(env_dirs[1]),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = cli_env(*env_dirs)
     return subprocess.run(
         [sys.executable, "-m", "nodwyn_retrieval", *args],
         cwd=cwd,

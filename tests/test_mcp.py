@@ -18,25 +18,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from nodwyn_retrieval.actors.earlier import DISABLED
 from nodwyn_retrieval.mcp_server import mcp_tools
 
-from tests.support import GIT_ENV, make_repo, mcp_process, raw_mcp_client
+from tests.support import make_repo, mcp_process, raw_mcp_client, server_env
 from tests.test_transcripts import ClaudeSession, CodexRollout, _claude_story
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """The server's environment: every home in the test's directory."""
-    e = {
-        "HOME": str(tmp_path / "home"),
-        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
-        "CODEX_HOME": str(tmp_path / "codex"),
-        "NODWYN_RETRIEVAL_DATA_DIR": str(tmp_path / "data"),
-        "NODWYN_RETRIEVAL_CONFIG_DIR": str(tmp_path / "config"),
-        "PATH": os.environ.get("PATH", ""),
-        **GIT_ENV,
-    }
-    for k in ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME"):
-        Path(e[k]).mkdir()
-    return e
+    return server_env(tmp_path)
 
 
 @asynccontextmanager
