@@ -111,7 +111,7 @@ def _git_output(
         elif taken and early is not None and early.blocked():
             out = _index_listing(repo, here, root, timeout - OTHERS_SECONDS)
         else:  # one cut by the deadline, or failed, is run again as before
-            bound = min(timeout, OTHERS_SECONDS) if args is _LS_FILES_ARGS else timeout
+            bound = _bound(args, timeout)
             try:
                 out = repo.run("ls-files", *args, timeout=bound, cwd=here)
             except subprocess.TimeoutExpired:
@@ -142,6 +142,12 @@ def _ls_args(git_dir: Path) -> tuple[str, ...]:
             del _index_only[git_dir]
             until = None
     return _LS_FILES_ARGS if until is None else _LS_INDEX_ARGS
+
+
+def _bound(args: tuple[str, ...], timeout: float) -> float:
+    """The time git is given for a listing of these arguments: OTHERS_SECONDS at most for the
+    one with untracked files, the whole timeout for the index's."""
+    return min(timeout, OTHERS_SECONDS) if args is _LS_FILES_ARGS else timeout
 
 
 def _index_listing(
@@ -187,7 +193,7 @@ class _Early:
     def __init__(self, repo: GitRepo, timeout: float) -> None:
         self.repo = repo
         self.args = _ls_args(repo.git_dir)
-        self.timeout = min(timeout, OTHERS_SECONDS) if self.args is _LS_FILES_ARGS else timeout
+        self.timeout = _bound(self.args, timeout)
         self._ran = _Ran()
         self._thread = threading.Thread(target=self._run, args=(self.timeout,), daemon=True)
         self._thread.start()

@@ -18,12 +18,12 @@ import stat as stat_mod
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from nodwyn_retrieval.retrieval.chunks import pure_python
+
 __all__ = ["NATIVE", "Sig", "add_watches", "lstat_all", "lstat_all_python"]
 
 Sig = tuple[int, int, int]
 """A listed file's size, modification time in nanoseconds and inode, as ``os.lstat`` gives them."""
-
-PURE_PYTHON: Final = "NODWYN_RETRIEVAL_PURE_PYTHON"
 
 
 def lstat_all_python(base: str, paths: Sequence[str]) -> list[Sig | None]:
@@ -53,7 +53,7 @@ try:  # built by `pip install .` where a C compiler is found; the Python path ot
     from nodwyn_retrieval.actors._stat_native import lstat_all as _native
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _native = add_watches = None
-if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+if pure_python():
     _native = add_watches = None
 
 NATIVE: Final[bool] = _native is not None

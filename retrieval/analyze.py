@@ -18,7 +18,6 @@ message ends in ": rebuild", and the caller rebuilds it from the file.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from itertools import chain, pairwise
@@ -31,10 +30,10 @@ from nodwyn_retrieval.retrieval.blobs import BLOBS_VERSION, blank_blobs
 from nodwyn_retrieval.retrieval.chunks import (
     CHUNKER_VERSION,
     DEFINED,
-    PURE_PYTHON,
     _definitions_utf8,
     cut,
     declaration_offsets_utf8,
+    pure_python,
 )
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
 
@@ -45,7 +44,7 @@ try:  # built by `pip install .` where a C compiler is found; the Python path ot
     from nodwyn_retrieval.retrieval import _words_native
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _words_native = None  # type: ignore[assignment]
-if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+if pure_python():
     _words_native = None  # type: ignore[assignment]
 
 __all__ = ["ANALYZE_VERSION", "NATIVE", "FileRecord", "analyze"]

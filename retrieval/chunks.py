@@ -233,11 +233,18 @@ PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
 """Set (not to ``0``), the compiled pass is not used though installed: the Python paths, which
 give the same records (for a comparison, or a fault in the compiled code)."""
 
+
+def pure_python() -> bool:
+    """Whether :data:`PURE_PYTHON` asks for the Python paths: every compiled helper of the
+    package (this module's filter, retrieval.analyze's pass, actors._stat's calls) asks it."""
+    return os.environ.get(PURE_PYTHON, "") not in ("", "0")
+
+
 try:  # the compiled line filter, built with retrieval.analyze's pass (retrieval/_words_native.c)
     from nodwyn_retrieval.retrieval._words_native import definition_lines as _native_lines
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _native_lines = None  # type: ignore[assignment]
-if os.environ.get(PURE_PYTHON, "") not in ("", "0"):
+if pure_python():
     _native_lines = None  # type: ignore[assignment]
 
 
