@@ -22,7 +22,7 @@ import logging
 import operator
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -741,8 +741,7 @@ class RefresherActor(Actor):
         self._foreign = False
         store_error = store_error or save_error
         entries = self.manifest.entries
-        skips = map(str.startswith, map(_KEY, entries.values()), itertools.repeat(SKIP_PREFIX))
-        files = len(entries) - sum(skips)
+        files = len(entries) - sum(_skips(map(_KEY, entries.values())))
         self._n_indexed = files
         removed = len(drop)
         result = Refreshed(
@@ -774,11 +773,16 @@ class RefresherActor(Actor):
 _KEY = operator.attrgetter("key")
 
 
+def _skips(keys: Iterable[str]) -> Iterator[bool]:
+    """For each key, whether it marks a file looked at and not indexed (SKIP_PREFIX); by C calls
+    (12,000 entries are a few milliseconds of a new session's first search)."""
+    return map(str.startswith, keys, itertools.repeat(SKIP_PREFIX))
+
+
 def _indexed_keys(entries: dict[str, Entry]) -> dict[str, str]:
-    """Each path's key, but for the files looked at and not indexed (a marker of SKIP_PREFIX);
-    made by C calls (12,000 entries are a few milliseconds of a new session's first search)."""
+    """Each path's key, but for the files looked at and not indexed (:func:`_skips`)."""
     keys = list(map(_KEY, entries.values()))
-    indexed = map(operator.not_, map(str.startswith, keys, itertools.repeat(SKIP_PREFIX)))
+    indexed = map(operator.not_, _skips(keys))
     return dict(itertools.compress(zip(entries, keys, strict=True), indexed))
 
 
