@@ -25,9 +25,9 @@ __all__ = [
     "AWS_SECRET",
     "NAME_REST",
     "NAME_WORD",
-    "OPERATOR",
     "SECRET_LOCATORS",
     "assignment",
+    "judgeable",
     "secret_name",
 ]
 
@@ -281,17 +281,30 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
     return sum(classes) >= 2 and _GRAMMAR.match(value) is None and "/" not in value
 
 
+def _after_name(text: str, at: int) -> tuple[int, re.Match[str] | None, bool]:
+    """Where the name around the secret word at ``at`` ends, the operator after it, and whether
+    there is anything to judge: an operator, or a blank before a flag's value. Most places a
+    secret word occurs have neither (``pass`` in code, a word in prose), whatever the name is,
+    and neither has any other secret word of that name (its name ends in the same place)."""
+    end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
+    m = _OPERATOR.match(text, end)
+    return end, m, m is not None or text[end : end + 1] in (" ", "\t")
+
+
+def judgeable(text: str, at: int) -> bool:
+    """Whether the place of the secret word at ``at`` can be an assignment (:func:`_after_name`):
+    the scanner keeps only those places to judge."""
+    return _after_name(text, at)[2]
+
+
 def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int] | None:
     """(value start, value end, kind, name end) of a secret-named assignment around offset at.
 
     floor: where a credential already taken ends; the name starts after it, as it will once that
     credential is a marker (``-----BEGIN ... KEY-------password x``: the name is ``--password``).
     """
-    end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
-    m = _OPERATOR.match(text, end)
-    if m is None and text[end : end + 1] not in (" ", "\t"):
-        # Neither an operator nor a flag's value after the name (``pass`` in code, a word in
-        # prose: most places a locator occurs): nothing to judge, whatever the name is.
+    end, m, something = _after_name(text, at)
+    if not something:
         return None
     # The name begins where the run of name characters before at does, at most _MAX_NAME back
     # and not before floor: that run, read backwards, is the match at the start of the reversed
@@ -417,5 +430,4 @@ assignment = _assignment
 AWS_SECRET = _AWS_SECRET
 NAME_REST = _NAME_REST
 NAME_WORD = _NAME_WORD
-OPERATOR = _OPERATOR
 SECRET_LOCATORS = _SECRET_LOCATORS

@@ -45,9 +45,9 @@ import ahocorasick_rs
 from nodwyn_retrieval.guard._assignment import AWS_SECRET as _AWS_SECRET
 from nodwyn_retrieval.guard._assignment import NAME_REST as _NAME_REST
 from nodwyn_retrieval.guard._assignment import NAME_WORD as _NAME_WORD
-from nodwyn_retrieval.guard._assignment import OPERATOR as _OPERATOR
 from nodwyn_retrieval.guard._assignment import SECRET_LOCATORS as _SECRET_LOCATORS
 from nodwyn_retrieval.guard._assignment import assignment as _assignment
+from nodwyn_retrieval.guard._assignment import judgeable
 from nodwyn_retrieval.guard._prefix import literal_prefix, overlap_free
 from nodwyn_retrieval.guard.kubernetes import with_secret_data
 from nodwyn_retrieval.guard.secret_rules import RULES, Rule, random_body
@@ -362,12 +362,8 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     for li, at, _end in hits:
         for ri in _RULES_OF[li]:
             if ri == _ASSIGN:
-                # Most places a secret word occurs have neither an operator nor a flag's value
-                # after their name (``pass`` in code, a word in prose): _assignment finds nothing
-                # there, nor at any other secret word of that name (its name ends in the same
-                # place), so the place is not kept to be judged.
-                end = _NAME_REST.match(text, at).end()  # type: ignore[union-attr]
-                if _OPERATOR.match(text, end) is not None or text[end : end + 1] in (" ", "\t"):
+                # A place with nothing after its name to judge is not kept (most of them).
+                if judgeable(text, at):
                     generic.append((at, ri))
             elif ri == _K8S:
                 secrets_at.append(at)
