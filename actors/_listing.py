@@ -233,21 +233,19 @@ class _Early:
         )
 
 
-# Where a name of the listing, between two separators (NUL between names, "/" between parts),
-# has an empty part, ".", ".." or ".git" in any case: a name that may not be a plain path beneath
-# the root. The names are checked together in one pass; only when this finds something is each
-# name checked alone (_beneath_root). It finds more than that check refuses, never less: every
-# refused name has such a part (a leading "/" or a trailing one is an empty part).
-_SUSPECT = re.compile(r"[\0/](?:|\.|\.\.|\.git)(?=[\0/])", re.IGNORECASE)
-
-
-# What _SUSPECT finds, by the part ".git" alone, once every "/" is a NUL (the empty, "." and ".."
-# parts are looked for as substrings, which is quicker than the whole pattern).
+# A part ".git" in any case, between two separators once every "/" is a NUL.
 _GIT_PART = re.compile(r"\0\.git\0", re.IGNORECASE)
 
 
 def _suspect(names: str) -> bool:
-    """``_SUSPECT.search(names) is not None``, for names that begin and end with a NUL."""
+    """Whether a name of names (which begin and end with a NUL, and have one between them) has,
+    between two separators (NUL between names, "/" between parts), an empty part, ".", ".." or
+    ".git" in any case: a name that may not be a plain path beneath the root.
+
+    The names are checked together in one pass; only when this finds something is each name
+    checked alone (_beneath_root). It finds more than that check refuses, never less: every
+    refused name has such a part (a leading "/" or a trailing one is an empty part). The empty,
+    "." and ".." parts are looked for as substrings, quicker than one pattern for all four."""
     parts = names.replace("/", "\0")
     return (
         "\0\0" in parts
@@ -276,7 +274,7 @@ def _parse_items_one_by_one(items: list[bytes]) -> tuple[list[str], int]:
     """:func:`_parse_items` for a part where some name may be left out."""
     tagged = [(item[:1], os.fsdecode(item[2:])) for item in items if len(item) >= 3]
     bad = 0
-    if _SUSPECT.search("\0" + "\0".join(p for _, p in tagged) + "\0") is not None:
+    if _suspect("\0" + "\0".join(p for _, p in tagged) + "\0"):
         plain = [(tag, p) for tag, p in tagged if _beneath_root(p)]
         bad = len(tagged) - len(plain)
         tagged = plain
