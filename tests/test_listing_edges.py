@@ -478,3 +478,26 @@ def test_a_listing_of_the_index_that_blocks_too_is_cut_at_the_deadline(
     assert listing.step(start + 3.0) is False
     took = time.monotonic() - start
     assert 2.9 <= took < 4.0, took  # 1 s, then the 2 s left: not 1 s and then 4 s
+
+
+def test_a_worktree_whose_index_blocks_too_is_cut_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worktree has no early run: its step runs the listing with untracked files for its bound,
+    # then the index's for what is left of the deadline (not the bound added to it).
+    main = make_repo(tmp_path / "main", {"a.py": "a\n"})
+    work = tmp_path / "work"
+    git(main, "worktree", "add", "-q", str(work))
+    monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
+    monkeypatch.setattr(_listing, "_index_only", {})
+    os.mkfifo(work / ".gitignore")
+    index = main / ".git" / "worktrees" / "work" / "index"
+    index.unlink()
+    os.mkfifo(index)
+    runs = _ls_runs(monkeypatch)
+    listing = Listing(work, [])
+    start = time.monotonic()
+    assert listing.step(start + 3.0) is False
+    took = time.monotonic() - start
+    assert 2.9 <= took < 4.0, took  # 1 s, then the 2 s left: not 1 s and then 4 s
+    assert len(runs) == 2  # the listing with untracked files, cut; then the index's
