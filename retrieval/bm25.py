@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.retrieval.chunks import pure_python
 
 __all__ = [
     "K1",
@@ -52,6 +53,17 @@ U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
+
+try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
+    from nodwyn_retrieval.retrieval._tree_native import sort_postings as _sort_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _sort_native = None  # type: ignore[assignment]
+try:  # the same extension's stored form, which writes little-endian bytes whatever the host
+    from nodwyn_retrieval.retrieval._tree_native import pack_segment as _pack_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _pack_native = None  # type: ignore[assignment]
+if pure_python():
+    _sort_native = _pack_native = None  # type: ignore[assignment]
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -272,6 +284,40 @@ class Segment:
         segment keeps it as its own when no word is dropped rather than making it again.
         """
         n_words = len(words)
+        if _sort_native is not None and all(
+            a.dtype == np.uint32 for a in (pair_doc, pair_word, pair_tf)
+        ):
+            counts_b, docs_b, tfs_b, lengths_b = _sort_native(
+                np.ascontiguousarray(pair_word),
+                np.ascontiguousarray(pair_doc),
+                np.ascontiguousarray(pair_tf),
+                n_words,
+                n_docs,
+            )
+            return cls._of_sorted(
+                words,
+                np.frombuffer(counts_b, dtype=np.int64),
+                np.frombuffer(docs_b, dtype=np.uint32),
+                np.frombuffer(tfs_b, dtype=np.uint32),
+                np.frombuffer(lengths_b, dtype=np.uint32),
+                ids,
+            )
+        return cls.from_pairs_python(words, n_docs, pair_doc, pair_word, pair_tf, ids=ids)
+
+    @classmethod
+    def from_pairs_python(
+        cls,
+        words: Sequence[str],
+        n_docs: int,
+        pair_doc: npt.NDArray[np.integer[Any]],
+        pair_word: npt.NDArray[np.integer[Any]],
+        pair_tf: npt.NDArray[np.integer[Any]],
+        *,
+        ids: dict[str, int] | None = None,
+    ) -> Segment:
+        """The Python path of :meth:`from_pairs` (a stable sort of the pairs' keys, then sums),
+        which the compiled one (two counting sorts) is held to."""
+        n_words = len(words)
         n = max(n_docs, 1)
         if len(pair_doc):
             # One 64-bit array at a time beside the pairs (this is a build's peak of memory): the
@@ -295,21 +341,35 @@ class Segment:
             wid = np.zeros(0, dtype=np.int64)
             tf = np.zeros(0, dtype=np.int64)
         np.minimum(tf, MAX_QUANTITY, out=tf)
+        summed = np.bincount(doc, weights=tf, minlength=n_docs)
+        lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
         counts = np.bincount(wid, minlength=n_words)
+        return cls._of_sorted(
+            words, counts, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids
+        )
+
+    @classmethod
+    def _of_sorted(  # noqa: PLR0917 - the parts of the postings, always passed in this order
+        cls,
+        words: Sequence[str],
+        counts: I64,
+        docs: U32,
+        tfs: U32,
+        lengths: U32,
+        ids: dict[str, int] | None,
+    ) -> Segment:
+        """The segment of postings ordered by word then document, ``counts`` each word's number
+        of them: a word with none is dropped, the others keeping their relative order."""
+        n_words = len(words)
         used = np.flatnonzero(counts)
         if used.size != n_words:
             # Renumber the words that have postings, keeping their relative order.
-            remap = np.full(n_words, -1, dtype=np.int64)
-            remap[used] = np.arange(used.size)
-            wid = remap[wid]
             counts = counts[used]
             words = [words[int(i)] for i in used]
             ids = None
         offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        summed = np.bincount(doc, weights=tf, minlength=n_docs)
-        lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
-        return cls(words, offsets, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids=ids)
+        return cls(words, offsets, docs, tfs, lengths, ids=ids)
 
     # -- the stored form (the caller frames and stores the object) ---------------------------
 
@@ -323,6 +383,34 @@ class Segment:
         4) that hold every one. A CRC-32 covers it all: a flipped bit is a rebuild, never a wrong
         answer.
         """
+        packed = None
+        if _pack_native is not None:
+            packed = _pack_native(
+                self.words, self.offsets.astype(np.int64, copy=False), self.docs, self.tfs
+            )
+        if packed is None:
+            return self.to_obj_python()
+        vocab, vocab_len, counts, first, delta, d_at, d_exc, tf, t_at, t_exc = packed
+        body: dict[str, Any] = {
+            "n_words": self.n_words,
+            "vocab": vocab,
+            "vocab_len": vocab_len,
+            "counts": counts,
+            "first": first,
+            "delta": delta,
+            "delta_exc_at": d_at,
+            "delta_exc": d_exc,
+            "tf": tf,
+            "tf_exc_at": t_at,
+            "tf_exc": t_exc,
+            "lengths": self.lengths.astype("<u4").tobytes(),
+        }
+        body["crc"] = _crc(body)
+        return body
+
+    def to_obj_python(self) -> dict[str, Any]:
+        """The Python path of :meth:`to_obj`, which the compiled one is held to (and which
+        answers for a segment with a word of no posting)."""
         encoded = [w.encode("utf-8") for w in self.words]
         order = sorted(range(len(encoded)), key=encoded.__getitem__)
         counts = np.diff(self.offsets)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ import numpy.typing as npt
 from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
+from nodwyn_retrieval.retrieval.chunks import pure_python
 from nodwyn_retrieval.retrieval.words import stem, word_counts, words
 
 __all__ = [
@@ -41,6 +42,14 @@ FIRST_LINE_WEIGHT = 3
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
+
+try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
+    from nodwyn_retrieval.retrieval._tree_native import map_words as _map_words
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _map_words = None  # type: ignore[assignment]
+_map_native: Callable[[dict[str, int], list[str]], bytes] | None = (
+    None if pure_python() else _map_words
+)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -298,6 +307,22 @@ class TreeBuilder:
             raise ValueError(f"{len(files)} files for the postings of {len(pairs.n_chunks)}")
         t = time.thread_time()
         ids = self._ids
+        if _map_native is not None:
+            # One lookup a word, and no sort: the compiled finish orders the postings in O(n)
+            # whatever order they come in (Segment.from_pairs).
+            batch_words = pairs.words if isinstance(pairs.words, list) else list(pairs.words)
+            gid32 = np.frombuffer(_map_native(ids, batch_words), dtype=np.uint32)
+            self._files.extend(files)
+            self._n_chunks.append(pairs.n_chunks)
+            self._doc.append(pairs.doc + np.uint32(self.n_docs))
+            self._word.append(gid32[pairs.word])
+            self._tf.append(pairs.tf)
+            self._starts.append(pairs.starts)
+            self._ends.append(pairs.ends)
+            self.n_docs += pairs.n_docs
+            self.n_pairs += len(pairs.doc)
+            self.cpu += time.thread_time() - t
+            return
         n0 = len(ids)
         new = [w for w in pairs.words if w not in ids]
         ids.update(zip(new, range(n0, n0 + len(new)), strict=True))
@@ -349,7 +374,7 @@ class TreeBuilder:
             old_docs = np.repeat(first[:-1][o] - new_first[:-1], new_counts) + np.arange(
                 self.n_docs, dtype=np.int64
             )
-            new_of_old = np.empty(self.n_docs, dtype=np.int64)
+            new_of_old = np.empty(self.n_docs, dtype=np.uint32)  # the pieces' width
             new_of_old[old_docs] = np.arange(self.n_docs, dtype=np.int64)
             doc = new_of_old[doc]
             starts, ends = starts[old_docs], ends[old_docs]

@@ -1,0 +1,29 @@
+"""A first build's postings, compiled (retrieval/_tree_native.c)."""
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+def map_words(ids: dict[str, int], words: list[str], /) -> bytes:
+    """Each word's number in ids (a new word given len(ids)), as native uint32 bytes."""
+
+def sort_postings(
+    word: npt.NDArray[np.uint32],
+    doc: npt.NDArray[np.uint32],
+    tf: npt.NDArray[np.uint32],
+    n_words: int,
+    n_docs: int,
+    /,
+) -> tuple[bytes, bytes, bytes, bytes]:
+    """The pairs by word then document, repeated ones summed and capped: (counts as int64,
+    docs, tfs and lengths as uint32), native bytes."""
+
+def pack_segment(
+    words: Sequence[str],
+    offsets: npt.NDArray[np.int64],
+    docs: npt.NDArray[np.uint32],
+    tfs: npt.NDArray[np.uint32],
+    /,
+) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None:
+    """Segment.to_obj's stored arrays, little-endian, or None when a word has no posting."""
