@@ -66,14 +66,17 @@ static int u32_buffer(PyObject *obj, Py_buffer *view, const char *what) {
     return 0;
 }
 
-/* sort_postings(word, doc, tf, n_words, n_docs) -> (counts, docs, tfs, lengths): the pairs
+/* sort_postings(word, doc, tf, n_words, n_docs[, renumber]) -> (counts, docs, tfs, lengths): the
+ * pairs, a document d read as renumber[d] when renumber (n_docs uint32s) is given (then sorted by
+ * document first, the word's sort alone not tried),
  * (uint32 arrays of one length) ordered by word then document, a repeated pair's frequencies
  * summed, each frequency capped at 2**31-1 after its sum; counts (n_words int64s) each word's
  * postings, lengths (n_docs uint32s) each document's sum of its capped frequencies, capped. */
 static PyObject *sort_postings(PyObject *self, PyObject *args) {
-    PyObject *word_o, *doc_o, *tf_o;
+    PyObject *word_o, *doc_o, *tf_o, *renumber_o = Py_None;
     Py_ssize_t n_words, n_docs;
-    if (!PyArg_ParseTuple(args, "OOOnn:sort_postings", &word_o, &doc_o, &tf_o, &n_words, &n_docs))
+    if (!PyArg_ParseTuple(args, "OOOnn|O:sort_postings", &word_o, &doc_o, &tf_o, &n_words, &n_docs,
+                          &renumber_o))
         return NULL;
     if (n_words < 0 || n_docs < 0 || n_words > (Py_ssize_t)UINT32_MAX ||
         n_docs > (Py_ssize_t)UINT32_MAX) {
@@ -91,13 +94,29 @@ static PyObject *sort_postings(PyObject *self, PyObject *args) {
         PyBuffer_Release(&dv);
         return NULL;
     }
+    Py_buffer rv = {0};
+    int have_r = 0;
+    const uint32_t *renumber = NULL;
+    if (renumber_o != Py_None) {
+        if (u32_buffer(renumber_o, &rv, "renumber") < 0) {
+            PyBuffer_Release(&wv);
+            PyBuffer_Release(&dv);
+            PyBuffer_Release(&tv);
+            return NULL;
+        }
+        have_r = 1;
+        renumber = (const uint32_t *)rv.buf;
+    }
     PyObject *result = NULL, *counts_o = NULL, *docs_o = NULL, *tfs_o = NULL, *lengths_o = NULL;
-    uint32_t *w1 = NULL, *d1 = NULL, *t1 = NULL, *d2 = NULL;
-    uint64_t *t2 = NULL;
+    uint32_t *w1 = NULL, *d1 = NULL, *t1 = NULL, *d2 = NULL, *t2 = NULL;
     int64_t *start = NULL;
     Py_ssize_t n = wv.len / 4;
     if (dv.len / 4 != n || tv.len / 4 != n) {
         PyErr_SetString(PyExc_ValueError, "word, doc and tf differ in length");
+        goto done;
+    }
+    if (have_r && rv.len / 4 != n_docs) {
+        PyErr_SetString(PyExc_ValueError, "renumber does not give a number to each document");
         goto done;
     }
     const uint32_t *word = (const uint32_t *)wv.buf, *doc = (const uint32_t *)dv.buf;
@@ -110,12 +129,9 @@ static PyObject *sort_postings(PyObject *self, PyObject *args) {
     uint32_t *lengths = (uint32_t *)PyBytes_AS_STRING(lengths_o);
     Py_ssize_t big = (n_words > n_docs ? n_words : n_docs) + 1;
     start = PyMem_Calloc((size_t)big, sizeof(int64_t));
-    w1 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    d1 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    t1 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
     d2 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    t2 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
-    if (start == NULL || w1 == NULL || d1 == NULL || t1 == NULL || d2 == NULL || t2 == NULL) {
+    t2 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+    if (start == NULL || d2 == NULL || t2 == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -125,63 +141,104 @@ static PyObject *sort_postings(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    Py_BEGIN_ALLOW_THREADS
-    /* By document, stably (skipped when the pairs already come in document order). */
-    int in_order = 1;
-    for (Py_ssize_t i = 1; i < n && in_order; i++) in_order = doc[i - 1] <= doc[i];
-    const uint32_t *ws = word, *ds = doc, *ts = tf;
-    if (!in_order) {
-        for (Py_ssize_t i = 0; i < n; i++) start[doc[i] + 1]++;
-        for (Py_ssize_t d = 0; d < n_docs; d++) start[d + 1] += start[d];
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t at = start[doc[i]]++;
-            w1[at] = word[i];
-            d1[at] = doc[i];
-            t1[at] = tf[i];
+    for (Py_ssize_t d = 0; have_r && d < n_docs; d++) {
+        if (renumber[d] >= (uint64_t)n_docs) {
+            PyErr_SetString(PyExc_ValueError, "renumber names a document past the end");
+            goto done;
         }
-        ws = w1, ds = d1, ts = t1;
+    }
+    int sorted_words = 0, nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* By word, stably. Within a word the documents then ascend when the pairs came in document
+     * order, or as runs each in document order, one after the other (a first build's batches,
+     * each sorted when added): checked, and put in order below. */
+    for (int attempt = have_r; attempt < 2 && !sorted_words && !nomem; attempt++) {
+        const uint32_t *ws = word, *ds = doc, *ts = tf;
+        if (attempt) {
+            w1 = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+            d1 = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+            t1 = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(uint32_t));
+            if (w1 == NULL || d1 == NULL || t1 == NULL) {
+                nomem = 1;
+                break;
+            }
+            memset(start, 0, (size_t)big * sizeof(int64_t));
+            for (Py_ssize_t i = 0; i < n; i++) start[(renumber ? renumber[doc[i]] : doc[i]) + 1]++;
+            for (Py_ssize_t d = 0; d < n_docs; d++) start[d + 1] += start[d];
+            for (Py_ssize_t i = 0; i < n; i++) {
+                uint32_t d = renumber ? renumber[doc[i]] : doc[i];
+                int64_t at = start[d]++;
+                w1[at] = word[i];
+                d1[at] = d;
+                t1[at] = tf[i];
+            }
+            ws = w1, ds = d1, ts = t1;
+        }
         memset(start, 0, (size_t)big * sizeof(int64_t));
+        for (Py_ssize_t i = 0; i < n; i++) start[ws[i] + 1]++;
+        for (Py_ssize_t w = 0; w < n_words; w++) start[w + 1] += start[w];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t at = start[ws[i]]++;
+            d2[at] = ds[i];
+            t2[at] = ts[i];
+        }
+        /* start[w] is now where word w's pairs end. A word whose runs overlap a little (two
+         * batches' documents interleaved at their edges) is put in order by insertion, within a
+         * budget of n moves in all; past it, the pairs are sorted by document first. */
+        sorted_words = 1;
+        int64_t a = 0, moves = 0;
+        for (Py_ssize_t w = 0; w < n_words && sorted_words; w++) {
+            for (int64_t i = a + 1; i < start[w] && sorted_words; i++) {
+                if (d2[i - 1] <= d2[i]) continue;
+                uint32_t d = d2[i], t = t2[i];
+                int64_t j = i;
+                while (j > a && d2[j - 1] > d) {
+                    d2[j] = d2[j - 1];
+                    t2[j] = t2[j - 1];
+                    j--;
+                    if (++moves > n) {
+                        sorted_words = 0; /* the pairs are sorted again from the start */
+                        break;
+                    }
+                }
+                d2[j] = d;
+                t2[j] = t;
+            }
+            a = start[w];
+        }
     }
-    /* Then by word, stably: within a word the documents ascend. */
-    for (Py_ssize_t i = 0; i < n; i++) start[ws[i] + 1]++;
-    for (Py_ssize_t w = 0; w < n_words; w++) start[w + 1] += start[w];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t at = start[ws[i]]++;
-        d2[at] = ds[i];
-        t2[at] = ts[i];
-    }
-    /* start[w] is now where word w's pairs end: a repeated document is summed into the one
-     * before it, in place (the write position never passes the read position). */
-    memset(lengths, 0, (size_t)n_docs * sizeof(uint32_t));
-    int64_t a = 0;
-    for (Py_ssize_t w = 0; w < n_words; w++) {
-        int64_t b = start[w], first = m;
-        for (int64_t i = a; i < b; i++) {
-            if (m > first && d2[m - 1] == d2[i]) {
-                t2[m - 1] += t2[i];
-            } else {
-                d2[m] = d2[i];
-                t2[m] = t2[i];
+    if (sorted_words) {
+        /* A repeated document is summed into the one before it, in place (the write position
+         * never passes the read position), each sum capped once whole. */
+        memset(lengths, 0, (size_t)n_docs * sizeof(uint32_t));
+        uint64_t *sums = (uint64_t *)start; /* free once the loop below has read each word's end */
+        int64_t a = 0;
+        for (Py_ssize_t w = 0; w < n_words; w++) {
+            int64_t b = start[w], first = m;
+            for (int64_t i = a; i < b;) {
+                uint32_t d = d2[i];
+                uint64_t sum = t2[i++];
+                while (i < b && d2[i] == d) sum += t2[i++];
+                d2[m] = d;
+                t2[m] = (uint32_t)(sum > MAX_QUANTITY ? MAX_QUANTITY : sum);
                 m++;
             }
+            counts[w] = m - first;
+            a = b;
         }
-        counts[w] = m - first;
-        a = b;
+        memset(sums, 0, (size_t)big * sizeof(uint64_t));
+        for (Py_ssize_t i = 0; i < m; i++) sums[d2[i]] += t2[i];
+        for (Py_ssize_t d = 0; d < n_docs; d++)
+            lengths[d] = (uint32_t)(sums[d] > MAX_QUANTITY ? MAX_QUANTITY : sums[d]);
     }
-    uint64_t *sums = (uint64_t *)start; /* free now, and at least n_docs + 1 long */
-    memset(sums, 0, (size_t)big * sizeof(uint64_t));
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (t2[i] > MAX_QUANTITY) t2[i] = MAX_QUANTITY;
-        sums[d2[i]] += t2[i];
-    }
-    for (Py_ssize_t d = 0; d < n_docs; d++)
-        lengths[d] = (uint32_t)(sums[d] > MAX_QUANTITY ? MAX_QUANTITY : sums[d]);
     Py_END_ALLOW_THREADS
+    if (nomem || !sorted_words) { /* sorted by document first, every word's documents ascend */
+        PyErr_NoMemory();
+        goto done;
+    }
     docs_o = PyBytes_FromStringAndSize((const char *)d2, m * (Py_ssize_t)sizeof(uint32_t));
-    tfs_o = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(uint32_t));
+    tfs_o = PyBytes_FromStringAndSize((const char *)t2, m * (Py_ssize_t)sizeof(uint32_t));
     if (docs_o == NULL || tfs_o == NULL) goto done;
-    uint32_t *tfs = (uint32_t *)PyBytes_AS_STRING(tfs_o);
-    for (Py_ssize_t i = 0; i < m; i++) tfs[i] = (uint32_t)t2[i];
     result = PyTuple_Pack(4, counts_o, docs_o, tfs_o, lengths_o);
 done:
     Py_XDECREF(counts_o);
@@ -189,17 +246,17 @@ done:
     Py_XDECREF(tfs_o);
     Py_XDECREF(lengths_o);
     PyMem_Free(start);
-    PyMem_Free(w1);
-    PyMem_Free(d1);
-    PyMem_Free(t1);
+    PyMem_RawFree(w1);
+    PyMem_RawFree(d1);
+    PyMem_RawFree(t1);
     PyMem_Free(d2);
     PyMem_Free(t2);
     PyBuffer_Release(&wv);
     PyBuffer_Release(&dv);
     PyBuffer_Release(&tv);
+    if (have_r) PyBuffer_Release(&rv);
     return result;
 }
-
 
 /* -- the stored form of a segment (Segment.to_obj) ------------------------------------------ */
 
@@ -389,7 +446,7 @@ static PyMethodDef methods[] = {
      "Each word's number in the dict ids, a new word added with the number len(ids); the "
      "numbers as native uint32 bytes."},
     {"sort_postings", sort_postings, METH_VARARGS,
-     "sort_postings(word, doc, tf, n_words, n_docs, /)\n--\n\n"
+     "sort_postings(word, doc, tf, n_words, n_docs, renumber=None, /)\n--\n\n"
      "The pairs by word then document, repeated pairs summed and capped: (counts, docs, tfs, "
      "lengths) as bytes of int64, uint32, uint32 and uint32."},
     {"pack_segment", pack_segment, METH_VARARGS,

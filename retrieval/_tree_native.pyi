@@ -14,10 +14,11 @@ def sort_postings(
     tf: npt.NDArray[np.uint32],
     n_words: int,
     n_docs: int,
+    renumber: npt.NDArray[np.uint32] | None = None,
     /,
 ) -> tuple[bytes, bytes, bytes, bytes]:
-    """The pairs by word then document, repeated ones summed and capped: (counts as int64,
-    docs, tfs and lengths as uint32), native bytes."""
+    """The pairs by word then document (a document d read as renumber[d]), repeated ones
+    summed and capped: (counts as int64, docs, tfs and lengths as uint32), native bytes."""
 
 def pack_segment(
     words: Sequence[str],

@@ -294,13 +294,13 @@ class Segment:
                 n_words,
                 n_docs,
             )
-            return cls._of_sorted(
+            return cls.from_sorted(
                 words,
                 np.frombuffer(counts_b, dtype=np.int64),
                 np.frombuffer(docs_b, dtype=np.uint32),
                 np.frombuffer(tfs_b, dtype=np.uint32),
                 np.frombuffer(lengths_b, dtype=np.uint32),
-                ids,
+                ids=ids,
             )
         return cls.from_pairs_python(words, n_docs, pair_doc, pair_word, pair_tf, ids=ids)
 
@@ -344,22 +344,24 @@ class Segment:
         summed = np.bincount(doc, weights=tf, minlength=n_docs)
         lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
         counts = np.bincount(wid, minlength=n_words)
-        return cls._of_sorted(
-            words, counts, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids
+        return cls.from_sorted(
+            words, counts, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids=ids
         )
 
     @classmethod
-    def _of_sorted(  # noqa: PLR0917 - the parts of the postings, always passed in this order
+    def from_sorted(
         cls,
         words: Sequence[str],
         counts: I64,
         docs: U32,
         tfs: U32,
         lengths: U32,
-        ids: dict[str, int] | None,
+        *,
+        ids: dict[str, int] | None = None,
     ) -> Segment:
-        """The segment of postings ordered by word then document, ``counts`` each word's number
-        of them: a word with none is dropped, the others keeping their relative order."""
+        """The segment of postings already ordered by word then document, ``counts`` each
+        word's number of them, no (word, document) twice (what :meth:`from_pairs` makes before
+        it builds): a word with none is dropped, the others keeping their relative order."""
         n_words = len(words)
         used = np.flatnonzero(counts)
         if used.size != n_words:

@@ -45,10 +45,14 @@ _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
 
 try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
     from nodwyn_retrieval.retrieval._tree_native import map_words as _map_words
+    from nodwyn_retrieval.retrieval._tree_native import sort_postings as _sort_postings
 except ImportError:  # pragma: no cover - depends on how the package was installed
-    _map_words = None  # type: ignore[assignment]
+    _map_words = _sort_postings = None  # type: ignore[assignment]
 _map_native: Callable[[dict[str, int], list[str]], bytes] | None = (
     None if pure_python() else _map_words
+)
+_sort_native: Callable[..., tuple[bytes, bytes, bytes, bytes]] | None = (
+    None if pure_python() else _sort_postings
 )
 
 
@@ -307,20 +311,27 @@ class TreeBuilder:
             raise ValueError(f"{len(files)} files for the postings of {len(pairs.n_chunks)}")
         t = time.thread_time()
         ids = self._ids
-        if _map_native is not None:
-            # One lookup a word, and no sort: the compiled finish orders the postings in O(n)
-            # whatever order they come in (Segment.from_pairs).
+        if _map_native is not None and _sort_native is not None:
+            # One lookup a word; the batch's pairs sorted by its own word numbers, then document,
+            # a path's word that is also in a chunk's lines summed (two counting sorts over a
+            # batch's few thousand documents and words, cache-sized): each word's documents are
+            # then in order in the batch, which is what lets the finish's compiled sort order
+            # the whole tree's postings in one counting sort by word (Segment.from_pairs).
             batch_words = pairs.words if isinstance(pairs.words, list) else list(pairs.words)
             gid32 = np.frombuffer(_map_native(ids, batch_words), dtype=np.uint32)
+            counts_b, docs_b, tfs_b, _ = _sort_native(
+                pairs.word, pairs.doc, pairs.tf, len(batch_words), pairs.n_docs
+            )
+            counts = np.frombuffer(counts_b, dtype=np.int64)
             self._files.extend(files)
             self._n_chunks.append(pairs.n_chunks)
-            self._doc.append(pairs.doc + np.uint32(self.n_docs))
-            self._word.append(gid32[pairs.word])
-            self._tf.append(pairs.tf)
+            self._doc.append(np.frombuffer(docs_b, dtype=np.uint32) + np.uint32(self.n_docs))
+            self._word.append(np.repeat(gid32, counts))
+            self._tf.append(np.frombuffer(tfs_b, dtype=np.uint32))
             self._starts.append(pairs.starts)
             self._ends.append(pairs.ends)
             self.n_docs += pairs.n_docs
-            self.n_pairs += len(pairs.doc)
+            self.n_pairs += len(pairs.doc)  # as given: what the add's CPU is priced by
             self.cpu += time.thread_time() - t
             return
         n0 = len(ids)
@@ -362,6 +373,7 @@ class TreeBuilder:
         self._n_chunks, self._starts, self._ends = [], [], []
         self._doc, self._word, self._tf = [], [], []
         order = sorted(range(len(files)), key=lambda i: files[i][0])
+        renumber: U32 | None = None
         if order != list(range(len(files))):
             # Renumber the documents so that the files follow their order keys.
             o = np.asarray(order, dtype=np.int64)
@@ -376,7 +388,12 @@ class TreeBuilder:
             )
             new_of_old = np.empty(self.n_docs, dtype=np.uint32)  # the pieces' width
             new_of_old[old_docs] = np.arange(self.n_docs, dtype=np.int64)
-            doc = new_of_old[doc]
+            if _sort_native is not None:
+                # The compiled sort reads each document's new number as it sorts the pairs by
+                # document (the pieces' runs, interleaved once renumbered, need that pass anyway).
+                renumber = new_of_old
+            else:
+                doc = new_of_old[doc]
             starts, ends = starts[old_docs], ends[old_docs]
             counts = new_counts
             files = [files[i] for i in order]
@@ -385,14 +402,20 @@ class TreeBuilder:
         # The vocabulary's map is handed to the segment (not made again): the builder is spent.
         ids, self._ids = self._ids, {}
         self._spent = True
-        segment = Segment.from_pairs(
-            list(ids),
-            self.n_docs,
-            doc,
-            word,
-            tf,
-            ids=ids,
-        )
+        if renumber is not None and _sort_native is not None:
+            counts_b, docs_b, tfs_b, lengths_b = _sort_native(
+                word, doc, tf, len(ids), self.n_docs, renumber
+            )
+            segment = Segment.from_sorted(
+                list(ids),
+                np.frombuffer(counts_b, dtype=np.int64),
+                np.frombuffer(docs_b, dtype=np.uint32),
+                np.frombuffer(tfs_b, dtype=np.uint32),
+                np.frombuffer(lengths_b, dtype=np.uint32),
+                ids=ids,
+            )
+        else:
+            segment = Segment.from_pairs(list(ids), self.n_docs, doc, word, tf, ids=ids)
         return TreeSegment(
             segment,
             [p for _, p, _ in files],

@@ -242,3 +242,43 @@ def test_the_environment_turns_the_compiled_paths_off() -> None:
             assert out == want
         else:
             assert "None" not in out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_compiled_sort_renumbers_documents_as_the_python_path_does(seed: int) -> None:
+    rng = random.Random(500 + seed)
+    n_words, n_docs = rng.randrange(1, 30), rng.randrange(1, 50)
+    doc, word, tf = _pairs(rng, rng.randrange(0, 300), n_words, n_docs)
+    renumber = np.asarray(rng.sample(range(n_docs), n_docs), dtype=np.uint32)
+    words = [f"w{i}" for i in range(n_words)]
+    counts, docs, tfs, lengths = native.sort_postings(word, doc, tf, n_words, n_docs, renumber)
+    got = Segment.from_sorted(
+        words,
+        np.frombuffer(counts, dtype=np.int64),
+        np.frombuffer(docs, dtype=np.uint32),
+        np.frombuffer(tfs, dtype=np.uint32),
+        np.frombuffer(lengths, dtype=np.uint32),
+    )
+    _same_segment(got, Segment.from_pairs_python(words, n_docs, renumber[doc], word, tf))
+
+
+def test_the_compiled_sort_refuses_a_renumbering_that_is_not_one() -> None:
+    ok = np.asarray([0, 1], dtype=np.uint32)
+    with pytest.raises(ValueError, match="each document"):
+        native.sort_postings(ok, ok, ok, 2, 2, np.asarray([0], dtype=np.uint32))
+    with pytest.raises(ValueError, match="past the end"):
+        native.sort_postings(ok, ok, ok, 2, 2, np.asarray([0, 2], dtype=np.uint32))
+    with pytest.raises(TypeError, match="uint32"):
+        native.sort_postings(ok, ok, ok, 2, 2, np.asarray([0, 1], dtype=np.int64))
+
+
+def test_runs_of_documents_that_overlap_a_little_are_put_in_order_and_a_lot_sorted_again() -> None:
+    # Two pieces whose documents interleave at their edges (a few moves), then pieces given
+    # backwards (past the budget of moves: sorted by document first); both as the Python path.
+    for docs in ([0, 1, 2, 5, 3, 4, 6, 7], list(range(40, 0, -1))):
+        doc = np.asarray(docs, dtype=np.uint32)
+        word = np.zeros(doc.shape[0], dtype=np.uint32)
+        tf = np.arange(1, doc.shape[0] + 1, dtype=np.uint32)
+        got = Segment.from_pairs(["a"], 41, doc, word, tf)
+        _same_segment(got, Segment.from_pairs_python(["a"], 41, doc, word, tf))
+        assert got.docs.tolist() == sorted(docs)
