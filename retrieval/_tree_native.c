@@ -6,7 +6,8 @@
  * (word, document) pair, in two counting sorts (by document, then, stably, by word): O(n) where
  * numpy's argsort of the pairs' keys is O(n log n). pack_segment makes Segment.to_obj's stored
  * arrays in one pass over the postings (the vocabulary sorted by qsort, no Python bytes object a
- * word, no gathered copy of the postings). Each gives exactly what its Python path gives;
+ * word, no gathered copy of the postings). pairs_arrays makes a worker's batch of postings
+ * (tree_build.pairs_of) in one pass over its records. Each gives exactly what its Python path gives;
  * tests/test_tree_native.py holds them to each other.
  */
 #define PY_SSIZE_T_CLEAN
@@ -440,6 +441,179 @@ done:
     return result;
 }
 
+/* -- a batch's postings in a worker (tree_build.pairs_of) ----------------------------------- */
+
+static int attr_u32(PyObject *rec, const char *name, Py_buffer *view) {
+    PyObject *a = PyObject_GetAttrString(rec, name);
+    if (a == NULL) return -1;
+    int bad = u32_buffer(a, view, name);
+    Py_DECREF(a);
+    return bad;
+}
+
+/* pairs_arrays(records, path_counts, first_weight, path_weight) -> (words, doc, word, tf): the
+ * batch's vocabulary (each file's words, then its path's, first seen first) and its pairs as
+ * native uint32 bytes: each file's chunks' pairs, then its path's words in every chunk, files in
+ * order; a pair's frequency body + (first_weight - 1) * first, a path word's path_weight times
+ * its count, each capped at 2**31-1. */
+static PyObject *pairs_arrays(PyObject *self, PyObject *args) {
+    PyObject *recs, *paths;
+    long long first_w, path_w;
+    if (!PyArg_ParseTuple(args, "O!O!LL:pairs_arrays", &PyList_Type, &recs, &PyList_Type, &paths,
+                          &first_w, &path_w))
+        return NULL;
+    Py_ssize_t nf = PyList_GET_SIZE(recs);
+    if (PyList_GET_SIZE(paths) != nf) {
+        PyErr_SetString(PyExc_ValueError, "a path's counts for each record");
+        return NULL;
+    }
+    PyObject *ids = PyDict_New(), *words = PyList_New(0), *result = NULL;
+    PyObject *doc_o = NULL, *word_o = NULL, *tf_o = NULL;
+    uint32_t *gid = NULL;
+    Py_ssize_t gid_cap = 0;
+    Py_buffer *views = NULL; /* word, body, first, offsets, starts of each file */
+    Py_ssize_t held = 0;
+    if (ids == NULL || words == NULL) goto done;
+    views = PyMem_Calloc((size_t)(nf ? nf : 1) * 5, sizeof(Py_buffer));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t total = 0;
+    static const char *names[5] = {"word", "body", "first", "offsets", "starts"};
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        PyObject *rec = PyList_GET_ITEM(recs, f);
+        for (int k = 0; k < 5; k++) {
+            if (attr_u32(rec, names[k], &views[5 * f + k]) < 0) goto done;
+            held = 5 * f + k + 1;
+        }
+        Py_buffer *v = &views[5 * f];
+        Py_ssize_t np_ = v[0].len / 4, nc = v[4].len / 4;
+        const uint32_t *off = v[3].buf;
+        if (v[1].len / 4 != np_ || v[2].len / 4 != np_ || v[3].len / 4 != nc + 1 ||
+            off[0] != 0 || off[nc] != (uint64_t)np_) {
+            PyErr_SetString(PyExc_ValueError, "a record's arrays do not match each other");
+            goto done;
+        }
+        for (Py_ssize_t c = 0; c < nc; c++)
+            if (off[c] > off[c + 1]) {
+                PyErr_SetString(PyExc_ValueError, "a record's chunk offsets go back");
+                goto done;
+            }
+        PyObject *pc = PyList_GET_ITEM(paths, f);
+        if (!PyDict_Check(pc)) {
+            PyErr_SetString(PyExc_TypeError, "a path's counts are not a dict");
+            goto done;
+        }
+        if (nc) total += np_ + nc * PyDict_GET_SIZE(pc);
+    }
+    doc_o = PyBytes_FromStringAndSize(NULL, total * 4);
+    word_o = PyBytes_FromStringAndSize(NULL, total * 4);
+    tf_o = PyBytes_FromStringAndSize(NULL, total * 4);
+    if (doc_o == NULL || word_o == NULL || tf_o == NULL) goto done;
+    uint32_t *pd = (uint32_t *)PyBytes_AS_STRING(doc_o), *pw = (uint32_t *)PyBytes_AS_STRING(word_o);
+    uint32_t *pt = (uint32_t *)PyBytes_AS_STRING(tf_o);
+    Py_ssize_t at = 0;
+    uint64_t base = 0;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        PyObject *rec = PyList_GET_ITEM(recs, f);
+        PyObject *pc = PyList_GET_ITEM(paths, f);
+        PyObject *vocab = PyObject_GetAttrString(rec, "vocab");
+        if (vocab == NULL) goto done;
+        PyObject *vs = PySequence_Fast(vocab, "a record's vocab is not a sequence");
+        Py_DECREF(vocab);
+        if (vs == NULL) goto done;
+        Py_ssize_t nv = PySequence_Fast_GET_SIZE(vs), npc = PyDict_GET_SIZE(pc);
+        if (nv + npc > gid_cap) {
+            gid_cap = 2 * (nv + npc) + 16;
+            uint32_t *g = PyMem_Realloc(gid, (size_t)gid_cap * sizeof(uint32_t));
+            if (g == NULL) {
+                Py_DECREF(vs);
+                PyErr_NoMemory();
+                goto done;
+            }
+            gid = g;
+        }
+        /* The file's words, then its path's, numbered in the batch's vocabulary. */
+        Py_ssize_t pos = 0, j = 0;
+        PyObject *key, *value;
+        for (Py_ssize_t i = 0; i < nv + npc; i++) {
+            PyObject *w;
+            if (i < nv) {
+                w = PySequence_Fast_GET_ITEM(vs, i);
+            } else if (!PyDict_Next(pc, &pos, &key, &value)) {
+                Py_DECREF(vs);
+                PyErr_SetString(PyExc_RuntimeError, "a path's counts changed while read");
+                goto done;
+            } else {
+                w = key;
+            }
+            PyObject *v = PyDict_GetItemWithError(ids, w);
+            Py_ssize_t id;
+            if (v == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(vs);
+                    goto done;
+                }
+                id = PyDict_GET_SIZE(ids);
+                PyObject *num = PyLong_FromSsize_t(id);
+                int bad = num == NULL || PyDict_SetItem(ids, w, num) || PyList_Append(words, w);
+                Py_XDECREF(num);
+                if (bad) {
+                    Py_DECREF(vs);
+                    goto done;
+                }
+            } else {
+                id = PyLong_AsSsize_t(v);
+            }
+            gid[i] = (uint32_t)id;
+        }
+        Py_DECREF(vs);
+        Py_buffer *v = &views[5 * f];
+        const uint32_t *word = v[0].buf, *body = v[1].buf, *first = v[2].buf, *off = v[3].buf;
+        Py_ssize_t nc = v[4].len / 4;
+        if (nc == 0) continue;
+        for (Py_ssize_t c = 0; c < nc; c++) {
+            for (uint32_t k = off[c]; k < off[c + 1]; k++) {
+                if (word[k] >= (uint64_t)nv) {
+                    PyErr_SetString(PyExc_ValueError, "a record's pair names a word past its vocab");
+                    goto done;
+                }
+                uint64_t t = (uint64_t)body[k] + (uint64_t)(first_w - 1) * first[k];
+                pd[at] = (uint32_t)(base + (uint64_t)c);
+                pw[at] = gid[word[k]];
+                pt[at] = (uint32_t)(t > MAX_QUANTITY ? MAX_QUANTITY : t);
+                at++;
+            }
+        }
+        /* The path's words count path_weight times, in every chunk of the file. */
+        for (Py_ssize_t c = 0; c < nc; c++) {
+            pos = 0, j = 0;
+            while (PyDict_Next(pc, &pos, &key, &value)) {
+                long long cnt = PyLong_AsLongLong(value);
+                if (cnt == -1 && PyErr_Occurred()) goto done;
+                long long t = path_w * cnt;
+                pd[at] = (uint32_t)(base + (uint64_t)c);
+                pw[at] = gid[nv + j++];
+                pt[at] = (uint32_t)(t > (long long)MAX_QUANTITY ? MAX_QUANTITY : t);
+                at++;
+            }
+        }
+        base += (uint64_t)nc;
+    }
+    result = Py_BuildValue("(OOOO)", words, doc_o, word_o, tf_o);
+done:
+    for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(gid);
+    Py_XDECREF(ids);
+    Py_XDECREF(words);
+    Py_XDECREF(doc_o);
+    Py_XDECREF(word_o);
+    Py_XDECREF(tf_o);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"map_words", map_words, METH_VARARGS,
      "map_words(ids, words, /)\n--\n\n"
@@ -453,6 +627,9 @@ static PyMethodDef methods[] = {
      "pack_segment(words, offsets, docs, tfs, /)\n--\n\n"
      "The stored form's arrays of a segment, its vocabulary sorted by its UTF-8 bytes, or None "
      "when a word has no posting."},
+    {"pairs_arrays", pairs_arrays, METH_VARARGS,
+     "pairs_arrays(records, path_counts, first_weight, path_weight, /)\n--\n\n"
+     "A batch's vocabulary and its pairs (doc, word, tf) as native uint32 bytes."},
     {NULL, NULL, 0, NULL},
 };
 

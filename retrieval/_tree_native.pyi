@@ -28,3 +28,8 @@ def pack_segment(
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None:
     """Segment.to_obj's stored arrays, little-endian, or None when a word has no posting."""
+
+def pairs_arrays(
+    records: list[object], path_counts: list[dict[str, int]], first_weight: int, path_weight: int, /
+) -> tuple[list[str], bytes, bytes, bytes]:
+    """A batch's vocabulary and its pairs (doc, word, tf) as native uint32 bytes."""

@@ -45,11 +45,15 @@ _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
 
 try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
     from nodwyn_retrieval.retrieval._tree_native import map_words as _map_words
+    from nodwyn_retrieval.retrieval._tree_native import pairs_arrays as _pairs_arrays
     from nodwyn_retrieval.retrieval._tree_native import sort_postings as _sort_postings
 except ImportError:  # pragma: no cover - depends on how the package was installed
-    _map_words = _sort_postings = None  # type: ignore[assignment]
+    _map_words = _sort_postings = _pairs_arrays = None  # type: ignore[assignment]
 _map_native: Callable[[dict[str, int], list[str]], bytes] | None = (
     None if pure_python() else _map_words
+)
+_pairs_native: Callable[..., tuple[list[str], bytes, bytes, bytes]] | None = (
+    None if pure_python() else _pairs_arrays
 )
 _sort_native: Callable[..., tuple[bytes, bytes, bytes, bytes]] | None = (
     None if pure_python() else _sort_postings
@@ -218,7 +222,30 @@ class Pairs:
 
 
 def pairs_of(files: Sequence[tuple[str, FileRecord]]) -> Pairs:
-    """The weighted postings of (path, record) pairs, a file's chunks in order, files in order."""
+    """The weighted postings of (path, record) pairs, a file's chunks in order, files in order.
+
+    The compiled path makes the vocabulary and the pairs in one pass over the records (the
+    Python path, :func:`pairs_of_python`, makes a few numpy arrays a file); the same Pairs."""
+    if _pairs_native is None:
+        return pairs_of_python(files)
+    recs = [r for _, r in files]
+    path_counts = [word_counts(p) for p, _ in files]
+    words, doc_b, word_b, tf_b = _pairs_native(recs, path_counts, FIRST_LINE_WEIGHT, PATH_WEIGHT)
+    starts = [r.starts for r in recs if r.n_chunks]
+    ends = [r.ends for r in recs if r.n_chunks]
+    return Pairs(
+        words,
+        np.asarray([r.n_chunks for r in recs], dtype=np.int64),
+        np.frombuffer(doc_b, dtype=np.uint32),
+        np.frombuffer(word_b, dtype=np.uint32),
+        np.frombuffer(tf_b, dtype=np.uint32),
+        _u32(np.concatenate(starts) if starts else _NO_FILES),
+        _u32(np.concatenate(ends) if ends else _NO_FILES),
+    )
+
+
+def pairs_of_python(files: Sequence[tuple[str, FileRecord]]) -> Pairs:
+    """The Python path of :func:`pairs_of`, which the compiled one is held to."""
     recs = [r for _, r in files]
     path_counts = [word_counts(p) for p, _ in files]
     all_words: list[str] = []

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from nodwyn_retrieval.retrieval import bm25, tree_build
-from nodwyn_retrieval.retrieval.analyze import analyze
+from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
 from nodwyn_retrieval.retrieval.tree_build import TreeBuilder, TreeSegment, pairs_of
 
@@ -282,3 +282,68 @@ def test_runs_of_documents_that_overlap_a_little_are_put_in_order_and_a_lot_sort
         got = Segment.from_pairs(["a"], 41, doc, word, tf)
         _same_segment(got, Segment.from_pairs_python(["a"], 41, doc, word, tf))
         assert got.docs.tolist() == sorted(docs)
+
+
+def _same_pairs(a: tree_build.Pairs, b: tree_build.Pairs) -> None:
+    assert a.words == b.words
+    for name in ("n_chunks", "doc", "word", "tf", "starts", "ends"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        assert np.array_equal(x, y), name
+
+
+def _record(rng: random.Random, vocab: list[str], n_chunks: int) -> FileRecord:
+    """A record of n_chunks chunks over vocab, its counts up to past the cap."""
+    offsets, word, body, first = [0], [], [], []
+    for _ in range(n_chunks):
+        held = sorted(rng.sample(range(len(vocab)), rng.randrange(0, len(vocab) + 1)))
+        word += held
+        for _ in held:
+            b = rng.choice([1, 2, 7, 300, MAX_QUANTITY - 1, MAX_QUANTITY])
+            body.append(b)
+            first.append(rng.choice([0, 0, 1, b]))
+        offsets.append(len(word))
+    u = lambda xs: np.asarray(xs, dtype=np.uint32)  # noqa: E731
+    lines = u(range(1, n_chunks + 1))
+    return FileRecord(tuple(vocab), lines, lines, u(offsets), u(word), u(body), u(first))
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_the_compiled_pairs_of_a_batch_are_the_python_paths(seed: int) -> None:
+    rng = random.Random(2000 + seed)
+    files = []
+    for f in range(rng.randrange(0, 8)):
+        vocab = rng.sample([*WORDS, "pkg", "mod", "py", "tree", "x1"], rng.randrange(0, 9))
+        path = rng.choice(["pkg/mod.py", "tree/x1/tree.py", f"a{f}/b.md", "README", "é/ñ.rs"])
+        files.append((path, _record(rng, vocab, rng.randrange(0, 4) if vocab else 0)))
+    _same_pairs(tree_build.pairs_of(files), tree_build.pairs_of_python(files))
+
+
+def test_the_compiled_pairs_of_a_real_trees_batches_are_the_python_paths() -> None:
+    recs = _records(30)
+    for i in range(0, len(recs), 7):
+        batch = recs[i : i + 7]
+        _same_pairs(tree_build.pairs_of(batch), tree_build.pairs_of_python(batch))
+    pairs = tree_build.pairs_of(recs[:2])
+    # A path's word counts three times in every chunk: it is in the batch's pairs.
+    tree_id = pairs.words.index("retrieval")
+    n_docs = int(pairs.n_chunks.sum())
+    assert n_docs > 2
+    assert set(pairs.doc[pairs.word == tree_id].tolist()) == set(range(n_docs))
+    assert 3 in pairs.tf[pairs.word == tree_id].tolist()
+
+
+def test_the_compiled_pairs_refuse_a_record_that_does_not_hold_together() -> None:
+    u = lambda xs: np.asarray(xs, dtype=np.uint32)  # noqa: E731
+    ok = FileRecord(("a",), u([1]), u([1]), u([0, 1]), u([0]), u([1]), u([0]))
+    assert native.pairs_arrays([ok], [{}], 3, 3)[0] == ["a"]
+    bad_offsets = FileRecord(("a",), u([1]), u([1]), u([0, 2]), u([0]), u([1]), u([0]))
+    back = FileRecord(("a",), u([1, 2]), u([1, 2]), u([0, 2, 1]), u([0]), u([1]), u([0]))
+    past = FileRecord(("a",), u([1]), u([1]), u([0, 1]), u([1]), u([1]), u([0]))
+    for rec, match in ((bad_offsets, "do not match"), (back, "go back"), (past, "past its")):
+        with pytest.raises(ValueError, match=match):
+            native.pairs_arrays([rec], [{}], 3, 3)
+    with pytest.raises(ValueError, match="for each record"):
+        native.pairs_arrays([ok], [], 3, 3)
+    with pytest.raises(TypeError, match="dict"):
+        native.pairs_arrays([ok], [["a"]], 3, 3)
