@@ -201,6 +201,7 @@ def _build(
     with monkeypatch.context() as m:
         if not compiled:
             m.setattr(tree_build, "_map_native", None)
+            m.setattr(tree_build, "_pairs_native", None)
             m.setattr(bm25, "_sort_native", None)
             m.setattr(bm25, "_pack_native", None)
         b = TreeBuilder()
