@@ -32,9 +32,7 @@ class Memo:
 def blob_hints(data: bytes, bounds: bytes, /) -> bytes:
     """One byte a text: 1 where it may hold a blob (retrieval.blobs.may_hold_blobs)."""
 
-def postings_bytes(
-    docs: bytes, tfs: bytes, counts: bytes, width: bytes, dw: int, /
-) -> bytes:
+def postings_bytes(docs: bytes, tfs: bytes, counts: bytes, width: bytes, dw: int, /) -> bytes:
     """A .mem's postings section (store.mem_encode), from its sorted postings."""
 
 def definition_lines(

@@ -15,7 +15,6 @@ exact, so a split collection scores every document exactly as one index holding 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.retrieval.bm25_packed import (
+    _ARRAYS,
+    _FIELDS,
+    _TF_NIBBLE,
+    _array,
+    _crc,
+    _nibbles,
+    _Packed,
+    _width,
+)
+from nodwyn_retrieval.retrieval.chunks import pure_python
 
 __all__ = [
     "K1",
@@ -52,6 +62,17 @@ U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
+
+try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
+    from nodwyn_retrieval.retrieval._tree_native import sort_postings as _sort_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _sort_native = None  # type: ignore[assignment]
+try:  # the same extension's stored form, which writes little-endian bytes whatever the host
+    from nodwyn_retrieval.retrieval._tree_native import pack_segment as _pack_native
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _pack_native = None  # type: ignore[assignment]
+if pure_python():
+    _sort_native = _pack_native = None  # type: ignore[assignment]
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -272,6 +293,40 @@ class Segment:
         segment keeps it as its own when no word is dropped rather than making it again.
         """
         n_words = len(words)
+        if _sort_native is not None and all(
+            a.dtype == np.uint32 for a in (pair_doc, pair_word, pair_tf)
+        ):
+            counts_b, docs_b, tfs_b, lengths_b = _sort_native(
+                np.ascontiguousarray(pair_word),
+                np.ascontiguousarray(pair_doc),
+                np.ascontiguousarray(pair_tf),
+                n_words,
+                n_docs,
+            )
+            return cls.from_sorted(
+                words,
+                np.frombuffer(counts_b, dtype=np.int64),
+                np.frombuffer(docs_b, dtype=np.uint32),
+                np.frombuffer(tfs_b, dtype=np.uint32),
+                np.frombuffer(lengths_b, dtype=np.uint32),
+                ids=ids,
+            )
+        return cls.from_pairs_python(words, n_docs, pair_doc, pair_word, pair_tf, ids=ids)
+
+    @classmethod
+    def from_pairs_python(
+        cls,
+        words: Sequence[str],
+        n_docs: int,
+        pair_doc: npt.NDArray[np.integer[Any]],
+        pair_word: npt.NDArray[np.integer[Any]],
+        pair_tf: npt.NDArray[np.integer[Any]],
+        *,
+        ids: dict[str, int] | None = None,
+    ) -> Segment:
+        """The Python path of :meth:`from_pairs` (a stable sort of the pairs' keys, then sums),
+        which the compiled one (two counting sorts) is held to."""
+        n_words = len(words)
         n = max(n_docs, 1)
         if len(pair_doc):
             # One 64-bit array at a time beside the pairs (this is a build's peak of memory): the
@@ -295,21 +350,37 @@ class Segment:
             wid = np.zeros(0, dtype=np.int64)
             tf = np.zeros(0, dtype=np.int64)
         np.minimum(tf, MAX_QUANTITY, out=tf)
+        summed = np.bincount(doc, weights=tf, minlength=n_docs)
+        lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
         counts = np.bincount(wid, minlength=n_words)
+        return cls.from_sorted(
+            words, counts, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids=ids
+        )
+
+    @classmethod
+    def from_sorted(
+        cls,
+        words: Sequence[str],
+        counts: I64,
+        docs: U32,
+        tfs: U32,
+        lengths: U32,
+        *,
+        ids: dict[str, int] | None = None,
+    ) -> Segment:
+        """The segment of postings already ordered by word then document, ``counts`` each
+        word's number of them, no (word, document) twice (what :meth:`from_pairs` makes before
+        it builds): a word with none is dropped, the others keeping their relative order."""
+        n_words = len(words)
         used = np.flatnonzero(counts)
         if used.size != n_words:
             # Renumber the words that have postings, keeping their relative order.
-            remap = np.full(n_words, -1, dtype=np.int64)
-            remap[used] = np.arange(used.size)
-            wid = remap[wid]
             counts = counts[used]
             words = [words[int(i)] for i in used]
             ids = None
         offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        summed = np.bincount(doc, weights=tf, minlength=n_docs)
-        lengths: U32 = np.minimum(np.rint(summed), MAX_QUANTITY).astype(np.uint32)
-        return cls(words, offsets, doc.astype(np.uint32), tf.astype(np.uint32), lengths, ids=ids)
+        return cls(words, offsets, docs, tfs, lengths, ids=ids)
 
     # -- the stored form (the caller frames and stores the object) ---------------------------
 
@@ -323,6 +394,34 @@ class Segment:
         4) that hold every one. A CRC-32 covers it all: a flipped bit is a rebuild, never a wrong
         answer.
         """
+        packed = None
+        if _pack_native is not None:
+            packed = _pack_native(
+                self.words, self.offsets.astype(np.int64, copy=False), self.docs, self.tfs
+            )
+        if packed is None:
+            return self.to_obj_python()
+        vocab, vocab_len, counts, first, delta, d_at, d_exc, tf, t_at, t_exc = packed
+        body: dict[str, Any] = {
+            "n_words": self.n_words,
+            "vocab": vocab,
+            "vocab_len": vocab_len,
+            "counts": counts,
+            "first": first,
+            "delta": delta,
+            "delta_exc_at": d_at,
+            "delta_exc": d_exc,
+            "tf": tf,
+            "tf_exc_at": t_at,
+            "tf_exc": t_exc,
+            "lengths": self.lengths.astype("<u4").tobytes(),
+        }
+        body["crc"] = _crc(body)
+        return body
+
+    def to_obj_python(self) -> dict[str, Any]:
+        """The Python path of :meth:`to_obj`, which the compiled one is held to (and which
+        answers for a segment with a word of no posting)."""
         encoded = [w.encode("utf-8") for w in self.words]
         order = sorted(range(len(encoded)), key=encoded.__getitem__)
         counts = np.diff(self.offsets)
@@ -430,119 +529,6 @@ class Segment:
         if np.any(t_val > MAX_QUANTITY) or np.any(lengths > MAX_QUANTITY):
             raise FormatError("segment quantity past 2**31-1: rebuild")
         return cls(None, offsets, None, None, lengths, sorted_vocab=(blob, pos), packed=packed)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Packed:
-    """A stored segment's postings as :meth:`Segment.to_obj` packed them: for each word its first
-    document, then the differences from the one before in 16 bits and the frequencies less one in
-    4 (posting 2i in byte i's low half, 2i+1 in its high half), with the positions (ascending) and
-    values that did not fit beside them."""
-
-    first: npt.NDArray[Any]
-    delta: npt.NDArray[Any]
-    delta_at: I64
-    delta_exc: npt.NDArray[Any]
-    tf: npt.NDArray[Any]
-    tf_at: I64
-    tf_exc: npt.NDArray[Any]
-
-    def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in (self.first, self.delta, self.delta_at, self.delta_exc,
-                                           self.tf, self.tf_at, self.tf_exc))  # fmt: skip
-
-    def last_docs(self, offsets: I64) -> I64:
-        """Each word's last document, summed exactly (in 64 bits): the differences are never
-        negative, so it is the word's largest, and every posting lies below it."""
-        starts = offsets[:-1]
-        sums = np.add.reduceat(self.delta, starts, dtype=np.int64)
-        sums -= self.delta[starts]  # a word's first difference is not added: ``first`` is it
-        at = self.delta_at
-        if at.size:
-            w = np.searchsorted(starts, at, side="right") - 1
-            inner = at != starts[w]
-            np.add.at(
-                sums, w[inner], self.delta_exc[inner].astype(np.int64) - self.delta[at[inner]]
-            )
-        last: I64 = self.first.astype(np.int64) + sums
-        return last
-
-    def word(self, w: int, a: int, b: int) -> tuple[U32, U32]:
-        """The documents and frequencies of word w, whose postings are a:b."""
-        docs = self.delta[a:b].astype(np.uint32)
-        lo, hi = np.searchsorted(self.delta_at, (a, b)).tolist()
-        if hi > lo:
-            docs[self.delta_at[lo:hi] - a] = self.delta_exc[lo:hi]
-        docs[0] = self.first[w]
-        np.cumsum(docs, dtype=np.uint32, out=docs)
-        return docs, self._tfs(a, b)
-
-    def _tfs(self, a: int, b: int) -> U32:
-        tfs = _unnibble(self.tf[a >> 1 : (b + 1) >> 1], a & 1, b - a)
-        lo, hi = np.searchsorted(self.tf_at, (a, b)).tolist()
-        if hi > lo:
-            tfs[self.tf_at[lo:hi] - a] = self.tf_exc[lo:hi]
-        return tfs
-
-    def unpack(self, offsets: I64) -> tuple[U32, U32]:
-        """Every posting's document and frequency."""
-        # In 32 bits with wrap-around: every document number fits (checked when loaded), so the
-        # sums taken modulo 2**32 give them exactly, with half the memory of 64-bit temporaries.
-        n = int(self.delta.shape[0])
-        docs = self.delta.astype(np.uint32)
-        docs[self.delta_at] = self.delta_exc
-        np.cumsum(docs, dtype=np.uint32, out=docs)
-        counts = np.diff(offsets)
-        with np.errstate(over="ignore"):
-            base = self.first.astype(np.uint32) - (docs[offsets[:-1]] if n else np.uint32(0))
-            docs += np.repeat(base, counts)
-        tfs = _unnibble(self.tf, 0, n)
-        tfs[self.tf_at] = self.tf_exc
-        return docs, tfs
-
-
-_TF_NIBBLE = 16  # the largest frequency stored in a half byte (as 15); past it, an exception
-
-
-def _nibbles(tfs: npt.NDArray[Any]) -> bytes:
-    """Frequencies less one, clipped to 0..15, two a byte (the first in the low half)."""
-    t = (np.clip(tfs, 1, _TF_NIBBLE) - 1).astype(np.uint8)
-    if t.size % 2:
-        t = np.append(t, np.uint8(0))
-    return bytes((t[0::2] | (t[1::2] << 4)).astype("<u1").data)
-
-
-def _width(a: npt.NDArray[Any]) -> str:
-    """The fewest bytes (1, 2 or 4) that hold every value of a."""
-    top = int(a.max()) if a.size else 0
-    return "<u1" if top <= 0xFF else "<u2" if top <= 0xFFFF else "<u4"
-
-
-def _unnibble(raw: npt.NDArray[Any], skip: int, n: int) -> U32:
-    """n frequencies from the half bytes of raw, the first ``skip`` (0 or 1) half bytes left out."""
-    out = np.empty(2 * raw.shape[0], dtype=np.uint32)
-    out[0::2] = raw & 0x0F
-    out[1::2] = raw >> 4
-    tfs: U32 = out[skip : skip + n]
-    tfs += 1
-    return tfs
-
-
-_ARRAYS = ("vocab", "vocab_len", "counts", "first", "delta", "delta_exc_at", "delta_exc", "tf",
-           "tf_exc_at", "tf_exc", "lengths")  # fmt: skip
-_FIELDS = ("n_words", *_ARRAYS, "crc")
-
-
-def _crc(obj: Mapping[str, Any]) -> int:
-    crc = zlib.crc32(str(obj["n_words"]).encode())
-    for k in _ARRAYS:
-        v = obj[k]
-        crc = zlib.crc32(v if isinstance(v, bytes) else b"", crc)
-    return crc
-
-
-def _array(raw: bytes, dtype: str) -> npt.NDArray[Any]:
-    return np.frombuffer(raw, dtype=dtype)
 
 
 class SegmentBuilder:

@@ -6,23 +6,19 @@ list of files, with the table that maps a document back to its file and lines. A
 store), the files that changed since it was built, held in a small delta segment, and the base
 documents those files replaced, masked out. A change of one file rebuilds only the delta, so a
 search after an edit costs about what a search of an unchanged tree does (the ADR's Go program
-rebuilt the whole index; its 2026-10-16 amendment lists that as not done).
+rebuilt the whole index; its 2026-10-16 amendment lists that as not done). The segment, the
+batches' postings and the builder of a first build are in retrieval/tree_build.py.
 """
 
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.bm25 import (
-    MAX_QUANTITY,
     Part,
     Segment,
     count_matching,
@@ -41,7 +37,15 @@ from nodwyn_retrieval.retrieval.kinds import (
     versions_named,
 )
 from nodwyn_retrieval.retrieval.tree_best import best_files, most_factor
-from nodwyn_retrieval.retrieval.words import form_prefix, stem, word_counts, word_forms, words
+from nodwyn_retrieval.retrieval.tree_build import (
+    FIRST_LINE_WEIGHT,
+    PATH_WEIGHT,
+    Pairs,
+    TreeBuilder,
+    TreeSegment,
+    pairs_of,
+)
+from nodwyn_retrieval.retrieval.words import form_prefix, stem, word_forms
 
 __all__ = [
     "FIRST_LINE_WEIGHT",
@@ -56,23 +60,9 @@ __all__ = [
     "pairs_of",
 ]
 
-# §6: the path's words and the chunk's first line count three times. The first line's words are
-# already counted once as part of the chunk's lines, so they are added twice more.
-PATH_WEIGHT = 3
-FIRST_LINE_WEIGHT = 3
-
-U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 _NO_FILES: I64 = np.zeros(0, dtype=np.int64)
 _KIND_CODES = {k: i for i, k in enumerate(KINDS)}
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _name_stems(name: str) -> tuple[str, ...]:
-    """The stems of the words of a file name, its extension left out, each once: many files of a
-    tree share a name (``__init__.py``, ``index.js``), and a name's words cost microseconds."""
-    base = name.split(".", 1)[0] if not name.startswith(".") else name
-    return tuple(dict.fromkeys(stem(w) for w in words(base)))
 
 
 _STEM_PREFIX = 3
@@ -123,333 +113,6 @@ class Ranking:
 
 RANKING = Ranking()
 """The ranking a search uses."""
-
-
-class TreeSegment:
-    """A segment of chunk documents with the files they come from.
-
-    File i's documents are ``file_docs[i]:file_docs[i+1]``; ``starts`` and ``ends`` give each
-    document's lines.
-    """
-
-    __slots__ = ("_file_of_doc", "_name_stems", "_names", "ends", "file_docs", "files", "keys",
-                 "segment", "starts")  # fmt: skip
-
-    def __init__(  # noqa: PLR0917 - the parts of a segment, always passed in this order
-        self,
-        segment: Segment,
-        files: Sequence[str],
-        keys: Sequence[str],
-        file_docs: I64,
-        starts: U32,
-        ends: U32,
-    ) -> None:
-        self.segment = segment
-        self.files: tuple[str, ...] = tuple(files)
-        self.keys: tuple[str, ...] = tuple(keys)
-        self.file_docs = file_docs
-        self.starts = starts
-        self.ends = ends
-        self._file_of_doc: I64 | None = None
-        self._names: dict[str, I64] | None = None
-        self._name_stems: dict[int, tuple[str, ...]] = {}
-
-    def name_stems(self, f: int) -> tuple[str, ...]:
-        """The stems of the words of file f's name (its extension left out), each once, in the
-        order they come (computed when first asked)."""
-        got = self._name_stems.get(f)
-        if got is None:
-            got = self._name_stems[f] = _name_stems(self.files[f].rsplit("/", 1)[-1])
-        return got
-
-    def files_named(self, stem_word: str) -> I64:
-        """The files whose name (its extension left out) holds a word of this stem."""
-        if self._names is None:
-            named: dict[str, list[int]] = {}
-            for f in range(len(self.files)):
-                for w in self.name_stems(f):
-                    named.setdefault(w, []).append(f)
-            self._names = {w: np.asarray(fs, dtype=np.int64) for w, fs in named.items()}
-        return self._names.get(stem_word, _NO_FILES)
-
-    @property
-    def n_docs(self) -> int:
-        return self.segment.n_docs
-
-    def file_of_doc(self) -> I64:
-        if self._file_of_doc is None:
-            self._file_of_doc = np.repeat(
-                np.arange(len(self.files), dtype=np.int64), np.diff(self.file_docs)
-            )
-        return self._file_of_doc
-
-    def __repr__(self) -> str:
-        return f"<TreeSegment files={len(self.files)} docs={self.n_docs}>"
-
-    @classmethod
-    def build(cls, files: Iterable[tuple[str, str, FileRecord]]) -> TreeSegment:
-        """Index (path, content key, record) triples; a file's chunks become documents in order.
-
-        The vocabularies of all files are mapped to one in a single pass at C speed
-        (``dict.fromkeys`` and ``map``): a first build maps about a million file-local words.
-        """
-        items = list(files)
-        builder = TreeBuilder()
-        builder.add(
-            [(i, p, k) for i, (p, k, _) in enumerate(items)],
-            pairs_of([(p, r) for p, _, r in items]),
-        )
-        return builder.finish()
-
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "segment": self.segment.to_obj(),
-            "files": "\0".join(self.files).encode("utf-8", "surrogateescape"),
-            "keys": "\0".join(self.keys).encode("ascii"),
-            "n_files": len(self.files),
-            "file_docs": self.file_docs.astype("<i8").tobytes(),
-            "starts": self.starts.astype("<u4").tobytes(),
-            "ends": self.ends.astype("<u4").tobytes(),
-        }
-
-    @classmethod
-    def from_obj(cls, obj: object) -> TreeSegment:
-        """Decode what :meth:`to_obj` made, checking it whole: FormatError otherwise."""
-        if not isinstance(obj, Mapping):
-            raise FormatError("tree segment is not a map: rebuild")
-        try:
-            seg = Segment.from_obj(obj["segment"])
-            files_b, keys_b, n_files = obj["files"], obj["keys"], obj["n_files"]
-            fd_b, st_b, en_b = obj["file_docs"], obj["starts"], obj["ends"]
-        except KeyError as e:
-            raise FormatError(f"tree segment lacks {e.args[0]!r}: rebuild") from None
-        if not (
-            isinstance(files_b, bytes)
-            and isinstance(keys_b, bytes)
-            and isinstance(n_files, int)
-            and all(isinstance(x, bytes) for x in (fd_b, st_b, en_b))
-        ):
-            raise FormatError("tree segment field has the wrong type: rebuild")
-        if len(fd_b) % 8 or len(st_b) % 4 or len(en_b) % 4:
-            raise FormatError("tree segment array length is not whole: rebuild")
-        try:
-            files = files_b.decode("utf-8", "surrogateescape").split("\0") if n_files else []
-            keys = keys_b.decode("ascii").split("\0") if n_files else []
-        except UnicodeDecodeError:
-            raise FormatError("tree segment keys are not ASCII: rebuild") from None
-        file_docs = np.frombuffer(fd_b, dtype="<i8").astype(np.int64)
-        starts = np.frombuffer(st_b, dtype="<u4").astype(np.uint32)
-        ends = np.frombuffer(en_b, dtype="<u4").astype(np.uint32)
-        if len(files) != n_files or len(keys) != n_files or file_docs.shape[0] != n_files + 1:
-            raise FormatError("tree segment file table does not match: rebuild")
-        if file_docs[0] != 0 or file_docs[-1] != seg.n_docs or np.any(np.diff(file_docs) < 0):
-            raise FormatError("tree segment file offsets do not cover its documents: rebuild")
-        if starts.shape[0] != seg.n_docs or ends.shape[0] != seg.n_docs:
-            raise FormatError("tree segment line table does not match: rebuild")
-        return cls(seg, files, keys, file_docs, starts, ends)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Pairs:
-    """The postings of some files before they are a segment: what a worker sends for a batch.
-
-    Flat arrays and one vocabulary for all the files, rather than a record a file (a Python
-    string a word of every file): a segment is built from these with one concatenation.
-    """
-
-    words: list[str]
-    """The files' distinct words (the chunks' and the paths'); ``word`` indexes it."""
-    n_chunks: I64
-    """Each file's number of chunks (its documents), in the order the files were given."""
-    doc: U32
-    """A pair's document, numbered across the files from 0."""
-    word: U32
-    """A pair's word, an index into words."""
-    tf: U32
-    """Its weighted frequency (§6: the first line three times, the path's words three times),
-    at most 2**31-1."""
-    starts: U32
-    """Each document's first line."""
-    ends: U32
-    """Each document's last line."""
-
-    @property
-    def n_docs(self) -> int:
-        return len(self.starts)
-
-
-def pairs_of(files: Sequence[tuple[str, FileRecord]]) -> Pairs:
-    """The weighted postings of (path, record) pairs, a file's chunks in order, files in order."""
-    recs = [r for _, r in files]
-    path_counts = [word_counts(p) for p, _ in files]
-    all_words: list[str] = []
-    vocab_off: list[int] = []
-    for rec, pc in zip(recs, path_counts, strict=True):
-        vocab_off.append(len(all_words))
-        all_words.extend(rec.vocab)
-        all_words.extend(pc)
-    ids = {w: i for i, w in enumerate(dict.fromkeys(all_words))}
-    gid = np.fromiter(map(ids.__getitem__, all_words), np.int64, len(all_words))
-    n_per_file = np.asarray([r.n_chunks for r in recs], dtype=np.int64)
-    pd: list[I64] = []
-    pw: list[I64] = []
-    pt: list[I64] = []
-    base = 0
-    for f, rec in enumerate(recs):
-        n = int(n_per_file[f])
-        if n == 0:
-            continue
-        off = vocab_off[f]
-        pd.append(base + np.repeat(np.arange(n, dtype=np.int64), np.diff(rec.offsets)))
-        pw.append(gid[off + rec.word.astype(np.int64)])
-        pt.append(rec.body.astype(np.int64) + (FIRST_LINE_WEIGHT - 1) * rec.first.astype(np.int64))
-        pc = path_counts[f]
-        if pc:
-            # §6: the path's words count three times, in every chunk of the file.
-            k = len(pc)
-            path_ids = gid[off + len(rec.vocab) : off + len(rec.vocab) + k]
-            path_tf = PATH_WEIGHT * np.fromiter(pc.values(), np.int64, k)
-            pd.append(base + np.repeat(np.arange(n, dtype=np.int64), k))
-            pw.append(np.tile(path_ids, n))
-            pt.append(np.tile(path_tf, n))
-        base += n
-    starts = [r.starts for r in recs if r.n_chunks]
-    ends = [r.ends for r in recs if r.n_chunks]
-    tf = np.concatenate(pt) if pt else _NO_FILES
-    # Capped before the sum of a word's pairs in a document, which is capped again: the same
-    # result, since every count is positive, and it fits 32 bits on the way.
-    return Pairs(
-        list(ids),
-        n_per_file,
-        _u32(np.concatenate(pd) if pd else _NO_FILES),
-        _u32(np.concatenate(pw) if pw else _NO_FILES),
-        _u32(np.minimum(tf, MAX_QUANTITY)),
-        _u32(np.concatenate(starts) if starts else _NO_FILES),
-        _u32(np.concatenate(ends) if ends else _NO_FILES),
-    )
-
-
-def _u32(a: npt.NDArray[Any]) -> U32:
-    return a.astype(np.uint32)
-
-
-class TreeBuilder:
-    """A tree segment built piece by piece as the files' postings arrive (:class:`Pairs`).
-
-    Each piece's words are given their numbers in the whole vocabulary, and its postings are
-    sorted, when it is added, so the work left for :meth:`finish` is one concatenation and a
-    merge of sorted runs. Files are given
-    with an order key each; the segment holds them in that order whatever order the pieces came
-    in, so it equals the segment :meth:`TreeSegment.build` makes of the files in that order.
-
-    ``cpu`` is the CPU time the calls to :meth:`add` took (in the calling thread) and ``n_pairs``
-    the postings they added: what this process measures of its own speed at the same kind of
-    work as :meth:`finish`'s (a caller estimates the finish from them before it is made).
-    """
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._files: list[tuple[int, str, str]] = []  # (order, path, key)
-        self._n_chunks: list[I64] = []
-        self._doc: list[U32] = []
-        self._word: list[U32] = []
-        self._tf: list[U32] = []
-        self._starts: list[U32] = []
-        self._ends: list[U32] = []
-        self.n_docs = 0
-        self.n_pairs = 0
-        self.cpu = 0.0
-        self._spent = False
-
-    def __len__(self) -> int:
-        return len(self._files)
-
-    def add(self, files: Sequence[tuple[int, str, str]], pairs: Pairs) -> None:
-        """Add files (order, path, content key) whose postings are pairs, in pairs' order."""
-        if self._spent:
-            raise ValueError("this tree segment is already finished: start a new TreeBuilder")
-        if len(files) != len(pairs.n_chunks):
-            raise ValueError(f"{len(files)} files for the postings of {len(pairs.n_chunks)}")
-        t = time.thread_time()
-        ids = self._ids
-        n0 = len(ids)
-        new = [w for w in pairs.words if w not in ids]
-        ids.update(zip(new, range(n0, n0 + len(new)), strict=True))
-        gid = np.fromiter(map(ids.__getitem__, pairs.words), np.int64, len(pairs.words))
-        word = gid[pairs.word]
-        doc = pairs.doc.astype(np.int64)
-        # Sorted here by word and document, while the other pieces are still being made: the
-        # final sort (Segment.from_pairs) then meets sorted runs, which it merges in a fraction
-        # of the time of a sort. The runs stay sorted through finish's renumbering when a
-        # piece's files come in their order keys' order.
-        by = np.argsort(word * max(pairs.n_docs, 1) + doc, kind="stable")
-        self._files.extend(files)
-        self._n_chunks.append(pairs.n_chunks)
-        self._doc.append(_u32(doc[by] + self.n_docs))  # 32 bits while they wait: half the memory
-        self._word.append(_u32(word[by]))
-        self._tf.append(pairs.tf[by])
-        self._starts.append(pairs.starts)
-        self._ends.append(pairs.ends)
-        self.n_docs += pairs.n_docs
-        self.n_pairs += len(by)
-        self.cpu += time.thread_time() - t
-
-    def finish(self) -> TreeSegment:
-        """The segment of every file added, in their order keys' order (once: the builder hands
-        its vocabulary to the segment)."""
-        if self._spent:
-            raise ValueError("this tree segment is already finished: start a new TreeBuilder")
-        files = self._files
-        counts = np.concatenate(self._n_chunks) if self._n_chunks else _NO_FILES
-        starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.uint32)
-        ends = np.concatenate(self._ends) if self._ends else np.zeros(0, np.uint32)
-        doc: npt.NDArray[Any] = np.concatenate(self._doc) if self._doc else _NO_FILES
-        word = np.concatenate(self._word) if self._word else _NO_FILES
-        tf = np.concatenate(self._tf) if self._tf else _NO_FILES
-        # The pieces are let go once joined: the segment's sort and sums below are the build's
-        # peak of memory, and the pieces would be a third copy of the postings beside them.
-        self._n_chunks, self._starts, self._ends = [], [], []
-        self._doc, self._word, self._tf = [], [], []
-        order = sorted(range(len(files)), key=lambda i: files[i][0])
-        if order != list(range(len(files))):
-            # Renumber the documents so that the files follow their order keys.
-            o = np.asarray(order, dtype=np.int64)
-            first = np.zeros(len(files) + 1, dtype=np.int64)
-            np.cumsum(counts, out=first[1:])
-            new_counts = counts[o]
-            new_first = np.zeros(len(files) + 1, dtype=np.int64)
-            np.cumsum(new_counts, out=new_first[1:])
-            # The document at old position first[o[j]] + r moves to new_first[j] + r.
-            old_docs = np.repeat(first[:-1][o] - new_first[:-1], new_counts) + np.arange(
-                self.n_docs, dtype=np.int64
-            )
-            new_of_old = np.empty(self.n_docs, dtype=np.int64)
-            new_of_old[old_docs] = np.arange(self.n_docs, dtype=np.int64)
-            doc = new_of_old[doc]
-            starts, ends = starts[old_docs], ends[old_docs]
-            counts = new_counts
-            files = [files[i] for i in order]
-        file_docs = np.zeros(len(files) + 1, dtype=np.int64)
-        np.cumsum(counts, out=file_docs[1:])
-        # The vocabulary's map is handed to the segment (not made again): the builder is spent.
-        ids, self._ids = self._ids, {}
-        self._spent = True
-        segment = Segment.from_pairs(
-            list(ids),
-            self.n_docs,
-            doc,
-            word,
-            tf,
-            ids=ids,
-        )
-        return TreeSegment(
-            segment,
-            [p for _, p, _ in files],
-            [k for _, _, k in files],
-            file_docs,
-            starts.astype(np.uint32),
-            ends.astype(np.uint32),
-        )
 
 
 def _holds(segment: Segment) -> Callable[[str], bool]:

@@ -25,7 +25,7 @@ from nodwyn_retrieval.actors.indexer import listed_files
 from nodwyn_retrieval.bus import ProcessPool
 from nodwyn_retrieval.bus.pool import _call
 from nodwyn_retrieval.errors import DeadlineExceeded
-from nodwyn_retrieval.retrieval import tree as treemod
+from nodwyn_retrieval.retrieval import tree_build as treemod
 from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, pairs_of
 from nodwyn_retrieval.store.chunkstore import ChunkStore
