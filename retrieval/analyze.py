@@ -19,6 +19,7 @@ message ends in ": rebuild", and the caller rebuilds it from the file.
 from __future__ import annotations
 
 import threading
+from array import array
 from dataclasses import dataclass
 from itertools import chain, pairwise
 from typing import TYPE_CHECKING, Final
@@ -378,6 +379,8 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     size = len(data)
     if not size:
         return _wordless(0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if native and _words_native is not None:
+        return _record_native(data, word_table())
 
     # 1. Lines and chunks. line_starts[i] is where line i begins; line_starts[n_lines] is the end.
     line_starts = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
@@ -421,6 +424,40 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
         first_ends=first_ends.tolist(),
         starts=starts,
         ends=ends,
+    )
+
+
+def _record_native(data: bytes, table: WordTable) -> FileRecord:
+    """:func:`analyze` of non-empty UTF-8 data in the compiled pass: one call (``Memo.record``)
+    finds the lines and chunks, cuts and looks up the runs (of data itself: splitting the
+    translated bytes cuts the same runs) and counts the pairs, after the definitions and their
+    terms (``Memo.definition_terms``), and gives the record's arrays as uint32 bytes, which
+    numpy reads without a copy and cannot change (bytes are immutable). The steps are those of
+    the Python path below, which stays the reference (tests/test_words_file.py).
+
+    The definition terms are looked up before the runs rather than after: the table may number
+    its words in another order, which no record shows (a record names its words by string)."""
+    memo = table.native
+    if memo is None:
+        memo = table.native = _words_native.Memo()
+    def_at = def_counts = def_word = b""
+    found = _definitions_utf8(data, native=True)
+    if found:
+        def_word, def_counts = memo.definition_terms(table, [name for _, name in found], DEFINED)
+        def_at = array("q", [at for at, _ in found]).tobytes()
+    got = memo.record(table, data, None, def_at, def_counts, def_word)
+    if got is None:  # the file may hold a blob: its runs are cut from it blanked
+        got = memo.record(table, data, blank_blobs(data), def_at, def_counts, def_word)
+        assert got is not None
+    vocab, starts, ends, offsets, word, body, first = got
+    return FileRecord(
+        vocab=vocab,
+        starts=np.frombuffer(starts, dtype=np.uint32),
+        ends=np.frombuffer(ends, dtype=np.uint32),
+        offsets=np.frombuffer(offsets, dtype=np.uint32),
+        word=np.frombuffer(word, dtype=np.uint32),
+        body=np.frombuffer(body, dtype=np.uint32),
+        first=np.frombuffer(first, dtype=np.uint32),
     )
 
 
