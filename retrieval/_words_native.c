@@ -378,36 +378,69 @@ static int memo_find(const Memo *m, const unsigned char *run, size_t n, uint64_t
     return 0;
 }
 
+/* The index of the lowest set bit of v (v != 0). */
+static inline unsigned low_bit(uint64_t v) {
+#if defined(_MSC_VER) && !defined(__clang__)
+    unsigned long i;
+    _BitScanForward64(&i, v);
+    return (unsigned)i;
+#else
+    return (unsigned)__builtin_ctzll(v);
+#endif
+}
+
 /* The runs of t[p:end], cut at the bytes sep marks (bytes.split() cuts tdata at SPLIT_SEP's), into
    the memo's run arrays (start, length, hash), each run's slot fetched ahead (half of a lookup
-   was waiting on memory): their number, or -1 with MemoryError set. */
+   was waiting on memory): their number, or -1 with MemoryError set. The bytes are classified 64
+   at a time into a mask of run bytes, whose rises and falls are the runs' starts and ends: a
+   loop a byte that stops at each run's edges mispredicts a branch at most of them. */
 static Py_ssize_t cut_runs_at(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssize_t end,
                               const unsigned char *sep) {
+    size_t most = (size_t)(end - p) / 2 + 1; /* a run and a separator at least, but the last */
+    if (most > m->r_cap) {
+        size_t cap = m->r_cap ? m->r_cap : 1024;
+        while (cap < most) cap *= 2;
+        int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
+        if (!a) { PyErr_NoMemory(); return -1; }
+        m->r_start = a;
+        int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
+        if (!b) { PyErr_NoMemory(); return -1; }
+        m->r_len = b;
+        uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
+        if (!hh) { PyErr_NoMemory(); return -1; }
+        m->r_hash = hh;
+        m->r_cap = cap;
+    }
+    int64_t *rs = m->r_start, *rl = m->r_len;
     size_t nr = 0;
-    while (p < end) {
-        while (p < end && sep[t[p]]) p++;
-        if (p >= end) break;
-        Py_ssize_t s0 = p;
-        while (p < end && !sep[t[p]]) p++;
-        if (nr == m->r_cap) {
-            size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
-            int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
-            if (!a) { PyErr_NoMemory(); return -1; }
-            m->r_start = a;
-            int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
-            if (!b) { PyErr_NoMemory(); return -1; }
-            m->r_len = b;
-            uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
-            if (!hh) { PyErr_NoMemory(); return -1; }
-            m->r_hash = hh;
-            m->r_cap = cap;
+    uint64_t before = 0; /* whether the byte before the block is a run's */
+    for (Py_ssize_t base = p; base < end; base += 64) {
+        size_t width = (size_t)(end - base) < 64 ? (size_t)(end - base) : 64;
+        const unsigned char *b = t + base;
+        uint64_t keep = 0;
+        for (size_t k = 0; k < width; k++) keep |= (uint64_t)(sep[b[k]] ^ 1) << k;
+        uint64_t prev = (keep << 1) | before;
+        uint64_t rises = keep & ~prev, falls = ~keep & prev;
+        if (width < 64) falls &= ((uint64_t)1 << width) - 1;
+        before = (keep >> (width - 1)) & 1;
+        /* A run's start comes before its end: the falls in this block close the run open before
+         * it first, if any, then each rise's. */
+        while (rises | falls) {
+            uint64_t r = rises ? low_bit(rises) : 64, f = falls ? low_bit(falls) : 64;
+            if (r < f) {
+                rs[nr++] = base + (Py_ssize_t)r;
+                rises &= rises - 1;
+            } else {
+                rl[nr - 1] = base + (Py_ssize_t)f - rs[nr - 1];
+                falls &= falls - 1;
+            }
         }
-        uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
-        m->r_start[nr] = s0;
-        m->r_len[nr] = p - s0;
-        m->r_hash[nr] = h;
+    }
+    if (before) rl[nr - 1] = end - rs[nr - 1]; /* the last run ends with the bytes */
+    for (size_t k = 0; k < nr; k++) {
+        uint64_t h = hash_bytes(t + rs[k], (size_t)rl[k]);
+        m->r_hash[k] = h;
         if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
-        nr++;
     }
     return (Py_ssize_t)nr;
 }
@@ -774,6 +807,7 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     int64_t *out = NULL;
+    Py_ssize_t *word_next = NULL; /* and the not words' after the words' */
     size_t n_out = 0, cap = 0;
     Py_ssize_t n_words = PyTuple_GET_SIZE(words);
     for (Py_ssize_t i = 0; i < n_words; i++) {
@@ -791,6 +825,23 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
             goto done;
         }
     }
+    /* Each list's words by first byte (head[c], then next[i], -1 ending it): a line is compared
+     * only with the words that begin with its first byte, rather than with each word in turn. */
+    Py_ssize_t word_head[256], not_head[256];
+    word_next = malloc((size_t)(n_words + n_nots + 1) * sizeof(Py_ssize_t));
+    if (!word_next) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t *not_next = word_next + n_words;
+    for (int c = 0; c < 256; c++) word_head[c] = not_head[c] = -1;
+    for (Py_ssize_t i = n_words - 1; i >= 0; i--) {
+        unsigned char c = (unsigned char)PyBytes_AS_STRING(PyTuple_GET_ITEM(words, i))[0];
+        word_next[i] = word_head[c];
+        word_head[c] = i;
+    }
+    for (Py_ssize_t i = n_nots - 1; i >= 0; i--) {
+        unsigned char c = (unsigned char)PyBytes_AS_STRING(PyTuple_GET_ITEM(nots, i))[0];
+        not_next[i] = not_head[c];
+        not_head[c] = i;
+    }
     const unsigned char *t = data.buf;
     Py_ssize_t n = data.len, line = 0;
     while (line <= n) {
@@ -800,10 +851,10 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         Py_ssize_t p = line;
         int pass = 0;
         while (p < eol && (t[p] == ' ' || t[p] == '\t')) p++;
-        if (p < eol && n_nots) {
+        if (p < eol && not_head[t[p]] >= 0) {
             Py_ssize_t w_end = p;
             while (w_end < eol && is_word(t[w_end])) w_end++;
-            for (Py_ssize_t i = 0; i < n_nots; i++) {
+            for (Py_ssize_t i = not_head[t[p]]; i >= 0; i = not_next[i]) {
                 PyObject *w = PyTuple_GET_ITEM(nots, i);
                 Py_ssize_t len = PyBytes_GET_SIZE(w);
                 if (len == w_end - p && memcmp(PyBytes_AS_STRING(w), t + p, (size_t)len) == 0) {
@@ -814,7 +865,7 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
         if (p < eol) {
             unsigned char c = t[p];
-            for (Py_ssize_t i = 0; i < n_words && !pass; i++) {
+            for (Py_ssize_t i = word_head[c]; i >= 0 && !pass; i = word_next[i]) {
                 PyObject *w = PyTuple_GET_ITEM(words, i);
                 Py_ssize_t len = PyBytes_GET_SIZE(w);
                 const char *ws = PyBytes_AS_STRING(w);
@@ -835,6 +886,7 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
 done:
     PyBuffer_Release(&data);
     free(out);
+    free(word_next);
     return result;
 }
 
