@@ -1,5 +1,7 @@
 """The compiled pass of retrieval.analyze (retrieval/_words_native.c)."""
 
+from typing import overload
+
 from nodwyn_retrieval.retrieval.words import WordTable
 
 class Memo:
@@ -26,18 +28,45 @@ class Memo:
     ) -> tuple[bytes, bytes]:
         """The names' definition terms (table ids) one name after another, and how many each
         has, each as native int64."""
+    @overload
+    def record(
+        self,
+        table: WordTable,
+        data: bytes,
+        blanked: None,
+        def_at: bytes,
+        def_counts: bytes,
+        def_word: bytes,
+        /,
+    ) -> tuple[tuple[str, ...], bytes, bytes, bytes, bytes, bytes, bytes] | None:
+        """A file's (vocab, starts, ends, offsets, word, body, first), the arrays as native
+        uint32; None when the file may hold a blob, for the caller to blank it first."""
+    @overload
+    def record(
+        self,
+        table: WordTable,
+        data: bytes,
+        blanked: bytes,
+        def_at: bytes,
+        def_counts: bytes,
+        def_word: bytes,
+        /,
+    ) -> tuple[tuple[str, ...], bytes, bytes, bytes, bytes, bytes, bytes]:
+        """The same, its runs cut from blanked (data with its blobs blanked)."""
     def size(self) -> int:
         """How many runs the memo holds."""
 
 def blob_hints(data: bytes, bounds: bytes, /) -> bytes:
     """One byte a text: 1 where it may hold a blob (retrieval.blobs.may_hold_blobs)."""
 
-def postings_bytes(
-    docs: bytes, tfs: bytes, counts: bytes, width: bytes, dw: int, /
-) -> bytes:
+def postings_bytes(docs: bytes, tfs: bytes, counts: bytes, width: bytes, dw: int, /) -> bytes:
     """A .mem's postings section (store.mem_encode), from its sorted postings."""
 
 def definition_lines(
     data: bytes, first_words: tuple[bytes, ...], not_words: tuple[bytes, ...] = (), /
 ) -> bytes:
     """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""
+
+def chunk_bounds(data: bytes, /) -> tuple[bytes, bytes, bytes, bytes]:
+    """A file's chunks' (starts, ends, bounds, first_ends) as Memo.record finds them, each as
+    native int64 (for the tests)."""

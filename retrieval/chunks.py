@@ -283,6 +283,6 @@ def _definitions_utf8(data: bytes, *, native: bool) -> list[tuple[int, bytes]]:
         if m is not None:
             # Each group of _DEFINITION is in an alternative of its own and required there: the
             # one that took part is the last (and only) one matched.
-            g = m.lastindex
+            g = m.lastindex or 0
             found.append((m.start(g), m.group(g)))
     return found

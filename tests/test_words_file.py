@@ -18,8 +18,12 @@ import numpy as np
 import pytest
 from nodwyn_retrieval.retrieval import analyze as A
 from nodwyn_retrieval.retrieval import words as W
-from nodwyn_retrieval.retrieval.chunks import chunk_spans, cut, declaration_offsets_utf8
-from nodwyn_retrieval.retrieval.chunks import split_lines
+from nodwyn_retrieval.retrieval.chunks import (
+    chunk_spans,
+    cut,
+    declaration_offsets_utf8,
+    split_lines,
+)
 
 native = pytest.importorskip("nodwyn_retrieval.retrieval._words_native")
 if not A.NATIVE:  # pragma: no cover - installed without the compiled pass, or turned off
