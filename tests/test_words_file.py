@@ -186,3 +186,14 @@ def test_record_refuses_what_does_not_fit() -> None:
     blob = b"x = '" + b"QUJD" * 40 + b"'\n"
     assert memo.record(table, blob, None, none, none, none) is None
     assert memo.record(table, blob, b" " * len(blob), none, none, none) is not None
+
+
+def test_the_python_path_asks_nothing_of_the_compiled_pass() -> None:
+    # The Python path is the reference the compiled one is held to: were it to run the compiled
+    # call itself, every comparison above would compare that call with itself.
+    W.clear_memo()
+    record = A._analyze("alpha beta_gamma\ndef f(): pass\n", native=False)
+    assert W.word_table().native is None  # no memo was made: the compiled pass was not asked
+    assert record.vocab[:3] == ("alpha", "beta_gamma", "beta")
+    A._analyze("alpha", native=True)
+    assert W.word_table().native is not None
