@@ -17,7 +17,9 @@
  * thread) and is dropped with it. Runs longer than the table keeps are not kept here either.
  *
  * The conversation's fold (store.mem_fold, store.mem_encode) has its own calls beside scan(), in
- * retrieval/_fold_native.h, included below in this one translation unit.
+ * retrieval/_fold_native.h, included below in this one translation unit; a file's pairs
+ * (scan()) and its whole record in one call (record(), which also finds the file's lines and
+ * chunks and cuts the runs from the untranslated bytes) are in retrieval/_words_file.h.
  *
  * No numpy headers: arrays come in through the buffer protocol and go out as bytes of int64.
  */
@@ -60,11 +62,33 @@ typedef struct {
     size_t m_count, m_cap;
     int64_t *m_flat;
     size_t m_flat_len, m_flat_cap;
-    /* by table word id: the file id of the call whose stamp it holds */
-    int64_t *fid;
-    uint64_t *stamp;
+    /* by table word id: the file id of the call whose stamp it holds (one slot, one cache line) */
+    struct FidSlot { uint64_t stamp; int64_t fid; } *lut;
     size_t lut_cap;
     uint64_t call;
+    /* A file's work, kept from call to call so that a file costs no allocation (and no page
+     * faults) once the largest so far has been seen: each run's word occurrence (file id,
+     * whether in its chunk's first line), where each chunk's occurrences end, the definition
+     * terms' file ids and their order by chunk, the counts by file id (kept zero between
+     * chunks), a chunk's distinct file ids, the pairs and the offsets. */
+    int64_t *o_fid;
+    unsigned char *o_first;
+    size_t o_n, o_cap;
+    int64_t *c_end, *offsets;
+    size_t c_cap;
+    int64_t *d_fid, *d_order, *d_per;
+    size_t d_cap, dp_cap;
+    int64_t *cnt, *cnt_first;
+    size_t cnt_cap;
+    int64_t *touched;
+    size_t t_cap;
+    int64_t *pw, *pb, *pf;
+    size_t p_cap, n_pairs;
+    int64_t *distinct;
+    size_t n_distinct, dist_cap;
+    /* a file's layout (retrieval/_words_file.h): line starts, chunks' first lines, bounds */
+    int64_t *ls, *lows, *bd, *fe;
+    size_t ls_cap, lows_cap, bd_cap, fe_cap;
 } Memo;
 
 static int grow(void **buf, size_t *cap, size_t need, size_t item) {
@@ -204,8 +228,25 @@ static void Memo_dealloc(Memo *m) {
     free(m->m_start);
     free(m->m_size);
     free(m->m_flat);
-    free(m->fid);
-    free(m->stamp);
+    free(m->lut);
+    free(m->o_fid);
+    free(m->o_first);
+    free(m->c_end);
+    free(m->offsets);
+    free(m->d_fid);
+    free(m->d_order);
+    free(m->d_per);
+    free(m->cnt);
+    free(m->cnt_first);
+    free(m->touched);
+    free(m->pw);
+    free(m->pb);
+    free(m->pf);
+    free(m->distinct);
+    free(m->ls);
+    free(m->lows);
+    free(m->bd);
+    free(m->fe);
     free(m->r_start);
     free(m->r_len);
     free(m->r_hash);
@@ -225,34 +266,6 @@ static PyObject *Memo_len(Memo *m, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromSize_t(m->used);
 }
 
-/* Occurrences of the call: file id, chunk, whether in the chunk's first line. */
-typedef struct {
-    int64_t *fid, *chunk;
-    unsigned char *first;
-    size_t n, cap;
-} Occ;
-
-static int occ_add(Occ *o, int64_t fid, int64_t chunk, unsigned char first) {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 4096;
-        int64_t *a = realloc(o->fid, cap * sizeof(int64_t));
-        if (!a) { PyErr_NoMemory(); return -1; }
-        o->fid = a;
-        int64_t *b = realloc(o->chunk, cap * sizeof(int64_t));
-        if (!b) { PyErr_NoMemory(); return -1; }
-        o->chunk = b;
-        unsigned char *c = realloc(o->first, cap);
-        if (!c) { PyErr_NoMemory(); return -1; }
-        o->first = c;
-        o->cap = cap;
-    }
-    o->fid[o->n] = fid;
-    o->chunk[o->n] = chunk;
-    o->first[o->n] = first;
-    o->n++;
-    return 0;
-}
-
 typedef struct {
     int64_t *ids;
     size_t n, cap;
@@ -263,14 +276,12 @@ static inline int64_t file_id(Memo *m, int64_t w, Ids *distinct) {
     if ((uint64_t)w >= m->lut_cap) {
         size_t old = m->lut_cap;
         size_t cap = old;
-        if (grow((void **)&m->fid, &cap, (size_t)w + 1, sizeof(int64_t)) < 0) return -1;
-        uint64_t *st = realloc(m->stamp, cap * sizeof(uint64_t));
-        if (!st) { PyErr_NoMemory(); return -1; }
-        memset(st + old, 0, (cap - old) * sizeof(uint64_t));
-        m->stamp = st;
+        if (grow((void **)&m->lut, &cap, (size_t)w + 1, sizeof(struct FidSlot)) < 0) return -1;
+        memset(m->lut + old, 0, (cap - old) * sizeof(struct FidSlot));
         m->lut_cap = cap;
     }
-    if (m->stamp[w] == m->call) return m->fid[w];
+    struct FidSlot *slot = &m->lut[w];
+    if (slot->stamp == m->call) return slot->fid;
     if (distinct->n == distinct->cap) {
         size_t cap = distinct->cap ? distinct->cap * 2 : 1024;
         int64_t *p = realloc(distinct->ids, cap * sizeof(int64_t));
@@ -280,14 +291,9 @@ static inline int64_t file_id(Memo *m, int64_t w, Ids *distinct) {
     }
     int64_t f = (int64_t)distinct->n;
     distinct->ids[distinct->n++] = w;
-    m->stamp[w] = m->call;
-    m->fid[w] = f;
+    slot->stamp = m->call;
+    slot->fid = f;
     return f;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 static PyObject *bytes_of(const int64_t *a, size_t n) {
@@ -299,11 +305,22 @@ static int is_space(unsigned char c) {
     return c == ' ' || (c >= 0x09 && c <= 0x0D);
 }
 
-/* scan(table, tdata, bounds, first_ends, def_chunk, def_word)
- *   -> (distinct, offsets, word, body, first), each bytes of native int64.
- * bounds: n_chunks + 1 byte offsets into tdata; first_ends: n_chunks offsets (a chunk's first
- * line ends there); def_chunk, def_word: the definition terms' chunks and table word ids, counted
- * after the runs, outside any first line. */
+/* Two tables of the bytes that end a run. SPLIT_SEP: bytes.split()'s whitespace, for bytes
+ * already translated (retrieval.words.translate). RAW_SEP: every byte but [A-Za-z0-9_-] and
+ * those past ASCII, which is what splitting translate(data) cuts at, on data itself: translate
+ * makes every other ASCII byte a space or leaves a newline, and leaves a run's own bytes as
+ * they are, so the runs of the one are the runs of the other, byte for byte. */
+static unsigned char SPLIT_SEP[256], RAW_SEP[256];
+
+static void sep_tables(void) {
+    for (int c = 0; c < 256; c++) {
+        SPLIT_SEP[c] = (unsigned char)is_space((unsigned char)c);
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '_' || c == '-' || c >= 0x80;
+        RAW_SEP[c] = (unsigned char)!keep;
+    }
+}
+
 /* The code the memo keeps for the run (its n bytes, hash h) into *code: 1 when it keeps one,
    0 when not (at most MAX_PROBE slots looked at: a run past them is looked up in the table). */
 static int memo_find(const Memo *m, const unsigned char *run, size_t n, uint64_t h,
@@ -324,209 +341,82 @@ static int memo_find(const Memo *m, const unsigned char *run, size_t n, uint64_t
     return 0;
 }
 
-/* The runs of t[p:end] as bytes.split() cuts them, into the memo's run arrays (start, length,
-   hash), each run's slot fetched ahead (half of a lookup was waiting on memory): their number,
-   or -1 with MemoryError set. */
-static Py_ssize_t cut_runs(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssize_t end) {
+/* The index of the lowest set bit of v (v != 0). */
+static inline unsigned low_bit(uint64_t v) {
+#if defined(_MSC_VER) && !defined(__clang__)
+    unsigned long i;
+    _BitScanForward64(&i, v);
+    return (unsigned)i;
+#else
+    return (unsigned)__builtin_ctzll(v);
+#endif
+}
+
+/* The runs of t[p:end], cut at the bytes sep marks (bytes.split() cuts tdata at SPLIT_SEP's), into
+   the memo's run arrays (start, length, hash), each run's slot fetched ahead (half of a lookup
+   was waiting on memory): their number, or -1 with MemoryError set. The bytes are classified 64
+   at a time into a mask of run bytes, whose rises and falls are the runs' starts and ends: a
+   loop a byte that stops at each run's edges mispredicts a branch at most of them. */
+static Py_ssize_t cut_runs_at(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssize_t end,
+                              const unsigned char *sep) {
+    size_t most = (size_t)(end - p) / 2 + 1; /* a run and a separator at least, but the last */
+    if (most > m->r_cap) {
+        size_t cap = m->r_cap ? m->r_cap : 1024;
+        while (cap < most) cap *= 2;
+        int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
+        if (!a) { PyErr_NoMemory(); return -1; }
+        m->r_start = a;
+        int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
+        if (!b) { PyErr_NoMemory(); return -1; }
+        m->r_len = b;
+        uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
+        if (!hh) { PyErr_NoMemory(); return -1; }
+        m->r_hash = hh;
+        m->r_cap = cap;
+    }
+    int64_t *rs = m->r_start, *rl = m->r_len;
     size_t nr = 0;
-    while (p < end) {
-        while (p < end && is_space(t[p])) p++;
-        if (p >= end) break;
-        Py_ssize_t s0 = p;
-        while (p < end && !is_space(t[p])) p++;
-        if (nr == m->r_cap) {
-            size_t cap = m->r_cap ? m->r_cap * 2 : 1024;
-            int64_t *a = realloc(m->r_start, cap * sizeof(int64_t));
-            if (!a) { PyErr_NoMemory(); return -1; }
-            m->r_start = a;
-            int64_t *b = realloc(m->r_len, cap * sizeof(int64_t));
-            if (!b) { PyErr_NoMemory(); return -1; }
-            m->r_len = b;
-            uint64_t *hh = realloc(m->r_hash, cap * sizeof(uint64_t));
-            if (!hh) { PyErr_NoMemory(); return -1; }
-            m->r_hash = hh;
-            m->r_cap = cap;
+    uint64_t before = 0; /* whether the byte before the block is a run's */
+    for (Py_ssize_t base = p; base < end; base += 64) {
+        size_t width = (size_t)(end - base) < 64 ? (size_t)(end - base) : 64;
+        const unsigned char *b = t + base;
+        uint64_t keep = 0;
+        for (size_t k = 0; k < width; k++) keep |= (uint64_t)(sep[b[k]] ^ 1) << k;
+        uint64_t prev = (keep << 1) | before;
+        uint64_t rises = keep & ~prev, falls = ~keep & prev;
+        if (width < 64) falls &= ((uint64_t)1 << width) - 1;
+        before = (keep >> (width - 1)) & 1;
+        /* A run's start comes before its end: the falls in this block close the run open before
+         * it first, if any, then each rise's. */
+        while (rises | falls) {
+            uint64_t r = rises ? low_bit(rises) : 64, f = falls ? low_bit(falls) : 64;
+            if (r < f) {
+                rs[nr++] = base + (Py_ssize_t)r;
+                rises &= rises - 1;
+            } else {
+                rl[nr - 1] = base + (Py_ssize_t)f - rs[nr - 1];
+                falls &= falls - 1;
+            }
         }
-        uint64_t h = hash_bytes(t + s0, (size_t)(p - s0));
-        m->r_start[nr] = s0;
-        m->r_len[nr] = p - s0;
-        m->r_hash[nr] = h;
+    }
+    if (before) rl[nr - 1] = end - rs[nr - 1]; /* the last run ends with the bytes */
+    for (size_t k = 0; k < nr; k++) {
+        uint64_t h = hash_bytes(t + rs[k], (size_t)rl[k]);
+        m->r_hash[k] = h;
         if (m->cap) __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
-        nr++;
     }
     return (Py_ssize_t)nr;
 }
 
-#include "_words_rule.h" /* the word rule of an ASCII run, and the definition terms */
-
-static PyObject *Memo_scan(Memo *m, PyObject *args) {
-    PyObject *table;
-    Py_buffer data = {0}, bounds = {0}, first_ends = {0}, def_chunk = {0}, def_word = {0};
-    if (!PyArg_ParseTuple(args, "Oy*y*y*y*y*:scan", &table, &data, &bounds, &first_ends,
-                          &def_chunk, &def_word))
-        return NULL;
-    PyObject *result = NULL;
-    Occ occ = {0};
-    Ids distinct = {0};
-    int64_t *order = NULL, *per = NULL, *offsets = NULL, *pw = NULL, *pb = NULL, *pf = NULL;
-    int64_t *cnt = NULL, *cnt_first = NULL, *touched = NULL;
-    PyObject *words = NULL, *word_id = NULL; /* the table's, fetched at the first new run */
-    int fetched = 0;
-
-    if (bounds.len % 8 || first_ends.len % 8 || def_chunk.len % 8 || def_word.len % 8 ||
-        bounds.len < 8 || def_chunk.len != def_word.len) {
-        PyErr_SetString(PyExc_ValueError, "scan: arrays of int64 of consistent lengths expected");
-        goto done;
-    }
-    size_t n_chunks = (size_t)bounds.len / 8 - 1;
-    if ((size_t)first_ends.len / 8 != n_chunks) {
-        PyErr_SetString(PyExc_ValueError, "scan: one first-line end a chunk expected");
-        goto done;
-    }
-    const unsigned char *t = data.buf;
-    const int64_t *bd = bounds.buf, *fe = first_ends.buf;
-    const int64_t *dc = def_chunk.buf, *dw = def_word.buf;
-    size_t n_def = (size_t)def_chunk.len / 8;
-    for (size_t c = 0; c < n_chunks; c++) {
-        if (bd[c] < 0 || bd[c] > bd[c + 1] || bd[c + 1] > data.len) {
-            PyErr_SetString(PyExc_ValueError, "scan: chunk bounds out of order or range");
-            goto done;
-        }
-    }
-    m->call++;
-
-    for (size_t c = 0; c < n_chunks; c++) {
-        Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1], fend = (Py_ssize_t)fe[c];
-        /* 1. The chunk's runs, as bytes.split() cuts them; each run's slot fetched ahead. */
-        Py_ssize_t got = cut_runs(m, t, p, end);
-        if (got < 0) goto done;
-        size_t nr = (size_t)got;
-        /* 2. Each run's code: from this memo, else from the table (which expands a new run). */
-        for (size_t k = 0; k < nr; k++) {
-            Py_ssize_t s0 = (Py_ssize_t)m->r_start[k];
-            const unsigned char *run = t + s0;
-            size_t n = (size_t)m->r_len[k];
-            unsigned char first = s0 < fend;
-            uint64_t h = m->r_hash[k];
-            int64_t code = 0;
-            int found = memo_find(m, run, n, h, &code);
-            if (!found) {
-                if (!fetched) {
-                    if (table_lists(table, &words, &word_id) < 0) goto done;
-                    fetched = 1;
-                }
-                if (table_code(table, run, n, words, word_id, &code) < 0) goto done;
-                if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
-            }
-            if (code >= 0) {
-                int64_t f = file_id(m, code, &distinct);
-                if (f < 0 || occ_add(&occ, f, (int64_t)c, first) < 0) goto done;
-            } else if (code <= -2) {
-                size_t mk = (size_t)(-2 - code);
-                if (mk >= m->m_count && memo_sync_multi(m, table, mk) < 0) goto done;
-                for (int64_t i = 0; i < m->m_size[mk]; i++) {
-                    int64_t f = file_id(m, m->m_flat[m->m_start[mk] + i], &distinct);
-                    if (f < 0 || occ_add(&occ, f, (int64_t)c, first) < 0) goto done;
-                }
-            } else if (code != -1) {
-                PyErr_SetString(PyExc_ValueError, "scan: a run's code is out of range");
-                goto done;
-            }
-        }
-    }
-    Py_ssize_t n_table_words = 0;
-    if (n_def) {
-        PyObject *tw = PyObject_GetAttrString(table, "words");
-        if (!tw) goto done;
-        n_table_words = PyObject_Length(tw);
-        Py_DECREF(tw);
-        if (n_table_words < 0) goto done;
-    }
-    for (size_t i = 0; i < n_def; i++) {
-        if (dc[i] < 0 || (size_t)dc[i] >= n_chunks || dw[i] < 0 || dw[i] >= n_table_words) {
-            PyErr_SetString(PyExc_ValueError, "scan: a definition term's chunk or id is out of range");
-            goto done;
-        }
-        int64_t f = file_id(m, dw[i], &distinct);
-        if (f < 0 || occ_add(&occ, f, dc[i], 0) < 0) goto done;
-    }
-
-    /* Pairs: the occurrences in chunk order (a counting sort, stable), then each chunk's file ids
-     * counted in an array by file id and emitted in ascending order. */
-    size_t n_occ = occ.n, n_vocab = distinct.n;
-    order = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
-    per = calloc(n_chunks + 1, sizeof(int64_t));
-    offsets = malloc((n_chunks + 1) * sizeof(int64_t));
-    pw = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
-    pb = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
-    pf = malloc((n_occ ? n_occ : 1) * sizeof(int64_t));
-    cnt = calloc(n_vocab ? n_vocab : 1, sizeof(int64_t));
-    cnt_first = calloc(n_vocab ? n_vocab : 1, sizeof(int64_t));
-    touched = malloc((n_vocab ? n_vocab : 1) * sizeof(int64_t));
-    if (!order || !per || !offsets || !pw || !pb || !pf || !cnt || !cnt_first || !touched) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (size_t i = 0; i < n_occ; i++) per[occ.chunk[i] + 1]++;
-    for (size_t c = 0; c < n_chunks; c++) per[c + 1] += per[c];
-    {
-        int64_t *at = malloc((n_chunks + 1) * sizeof(int64_t));
-        if (!at) { PyErr_NoMemory(); goto done; }
-        memcpy(at, per, (n_chunks + 1) * sizeof(int64_t));
-        for (size_t i = 0; i < n_occ; i++) order[at[occ.chunk[i]]++] = (int64_t)i;
-        free(at);
-    }
-    size_t n_pairs = 0;
-    offsets[0] = 0;
-    for (size_t c = 0; c < n_chunks; c++) {
-        size_t nt = 0;
-        for (int64_t k = per[c]; k < per[c + 1]; k++) {
-            int64_t i = order[k];
-            int64_t f = occ.fid[i];
-            if (!cnt[f]) touched[nt++] = f;
-            cnt[f]++;
-            cnt_first[f] += occ.first[i];
-        }
-        qsort(touched, nt, sizeof(int64_t), cmp_i64);
-        for (size_t k = 0; k < nt; k++) {
-            int64_t f = touched[k];
-            pw[n_pairs] = f;
-            pb[n_pairs] = cnt[f];
-            pf[n_pairs] = cnt_first[f];
-            n_pairs++;
-            cnt[f] = 0;
-            cnt_first[f] = 0;
-        }
-        offsets[c + 1] = (int64_t)n_pairs;
-    }
-    result = Py_BuildValue("(NNNNN)", bytes_of(distinct.ids ? distinct.ids : pw, n_vocab),
-                           bytes_of(offsets, n_chunks + 1), bytes_of(pw, n_pairs),
-                           bytes_of(pb, n_pairs), bytes_of(pf, n_pairs));
-done:
-    Py_XDECREF(words);
-    Py_XDECREF(word_id);
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&bounds);
-    PyBuffer_Release(&first_ends);
-    PyBuffer_Release(&def_chunk);
-    PyBuffer_Release(&def_word);
-    free(occ.fid);
-    free(occ.chunk);
-    free(occ.first);
-    free(distinct.ids);
-    free(order);
-    free(per);
-    free(offsets);
-    free(pw);
-    free(pb);
-    free(pf);
-    free(cnt);
-    free(cnt_first);
-    free(touched);
-    return result;
+/* cut_runs_at, at bytes.split()'s whitespace (count_texts' texts are translated). */
+static Py_ssize_t cut_runs(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssize_t end) {
+    return cut_runs_at(m, t, p, end, SPLIT_SEP);
 }
 
+#include "_words_rule.h" /* the word rule of an ASCII run, and the definition terms */
+
 #include "_fold_native.h" /* the fold's calls: count_texts, blob_hints, postings_bytes */
+#include "_words_file.h"  /* a file's pairs and record: Memo.scan, Memo.record, chunk_bounds */
 
 static PyMethodDef Memo_methods[] = {
     {"scan", (PyCFunction)Memo_scan, METH_VARARGS,
@@ -538,6 +428,9 @@ static PyMethodDef Memo_methods[] = {
     {"definition_terms", (PyCFunction)Memo_definition_terms, METH_VARARGS,
      "definition_terms(table, names, prefix) -> (ids, counts): the definition terms of defined "
      "names and how many each has, each as bytes of native int64."},
+    {"record", (PyCFunction)Memo_record, METH_VARARGS,
+     "record(table, data, blanked, def_at, def_counts, def_word) -> (vocab, starts, ends, "
+     "offsets, word, body, first) or None: a file's record, its arrays bytes of native uint32."},
     {"size", (PyCFunction)Memo_len, METH_NOARGS, "How many runs the memo holds."},
     {NULL, NULL, 0, NULL},
 };
@@ -627,6 +520,7 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     int64_t *out = NULL;
+    Py_ssize_t *word_next = NULL; /* and the not words' after the words' */
     size_t n_out = 0, cap = 0;
     Py_ssize_t n_words = PyTuple_GET_SIZE(words);
     for (Py_ssize_t i = 0; i < n_words; i++) {
@@ -644,6 +538,23 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
             goto done;
         }
     }
+    /* Each list's words by first byte (head[c], then next[i], -1 ending it): a line is compared
+     * only with the words that begin with its first byte, rather than with each word in turn. */
+    Py_ssize_t word_head[256], not_head[256];
+    word_next = malloc((size_t)(n_words + n_nots + 1) * sizeof(Py_ssize_t));
+    if (!word_next) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t *not_next = word_next + n_words;
+    for (int c = 0; c < 256; c++) word_head[c] = not_head[c] = -1;
+    for (Py_ssize_t i = n_words - 1; i >= 0; i--) {
+        unsigned char c = (unsigned char)PyBytes_AS_STRING(PyTuple_GET_ITEM(words, i))[0];
+        word_next[i] = word_head[c];
+        word_head[c] = i;
+    }
+    for (Py_ssize_t i = n_nots - 1; i >= 0; i--) {
+        unsigned char c = (unsigned char)PyBytes_AS_STRING(PyTuple_GET_ITEM(nots, i))[0];
+        not_next[i] = not_head[c];
+        not_head[c] = i;
+    }
     const unsigned char *t = data.buf;
     Py_ssize_t n = data.len, line = 0;
     while (line <= n) {
@@ -653,10 +564,10 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         Py_ssize_t p = line;
         int pass = 0;
         while (p < eol && (t[p] == ' ' || t[p] == '\t')) p++;
-        if (p < eol && n_nots) {
+        if (p < eol && not_head[t[p]] >= 0) {
             Py_ssize_t w_end = p;
             while (w_end < eol && is_word(t[w_end])) w_end++;
-            for (Py_ssize_t i = 0; i < n_nots; i++) {
+            for (Py_ssize_t i = not_head[t[p]]; i >= 0; i = not_next[i]) {
                 PyObject *w = PyTuple_GET_ITEM(nots, i);
                 Py_ssize_t len = PyBytes_GET_SIZE(w);
                 if (len == w_end - p && memcmp(PyBytes_AS_STRING(w), t + p, (size_t)len) == 0) {
@@ -667,7 +578,7 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
         if (p < eol) {
             unsigned char c = t[p];
-            for (Py_ssize_t i = 0; i < n_words && !pass; i++) {
+            for (Py_ssize_t i = word_head[c]; i >= 0 && !pass; i = word_next[i]) {
                 PyObject *w = PyTuple_GET_ITEM(words, i);
                 Py_ssize_t len = PyBytes_GET_SIZE(w);
                 const char *ws = PyBytes_AS_STRING(w);
@@ -688,6 +599,7 @@ static PyObject *definition_lines(PyObject *Py_UNUSED(mod), PyObject *args) {
 done:
     PyBuffer_Release(&data);
     free(out);
+    free(word_next);
     return result;
 }
 
@@ -697,6 +609,9 @@ static PyMethodDef module_methods[] = {
     {"blob_hints", blob_hints, METH_VARARGS,
      "blob_hints(data, bounds) -> bytes: one a text, 1 where it may hold a blob "
      "(retrieval.blobs.blob_spans' first looks), 0 where it holds none."},
+    {"chunk_bounds", chunk_bounds, METH_VARARGS,
+     "chunk_bounds(data) -> (starts, ends, bounds, first_ends), each bytes of native int64: a "
+     "file's chunks as Memo.record finds them."},
     {"definition_lines", definition_lines, METH_VARARGS,
      "definition_lines(data, first_words, not_words=()) -> bytes of native int64: the starts of "
      "the lines that retrieval.chunks._DEFINITION_LINE matches, less those of a refused first word."},
@@ -710,6 +625,7 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__words_native(void) {
     blob_classes();
+    sep_tables();
     if (PyType_Ready(&MemoType) < 0) return NULL;
     PyObject *mod = PyModule_Create(&moduledef);
     if (!mod) return NULL;

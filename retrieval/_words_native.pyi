@@ -1,5 +1,7 @@
 """The compiled pass of retrieval.analyze (retrieval/_words_native.c)."""
 
+from typing import overload
+
 from nodwyn_retrieval.retrieval.words import WordTable
 
 class Memo:
@@ -26,6 +28,31 @@ class Memo:
     ) -> tuple[bytes, bytes]:
         """The names' definition terms (table ids) one name after another, and how many each
         has, each as native int64."""
+    @overload
+    def record(
+        self,
+        table: WordTable,
+        data: bytes,
+        blanked: None,
+        def_at: bytes,
+        def_counts: bytes,
+        def_word: bytes,
+        /,
+    ) -> tuple[tuple[str, ...], bytes, bytes, bytes, bytes, bytes, bytes] | None:
+        """A file's (vocab, starts, ends, offsets, word, body, first), the arrays as native
+        uint32; None when the file may hold a blob, for the caller to blank it first."""
+    @overload
+    def record(
+        self,
+        table: WordTable,
+        data: bytes,
+        blanked: bytes,
+        def_at: bytes,
+        def_counts: bytes,
+        def_word: bytes,
+        /,
+    ) -> tuple[tuple[str, ...], bytes, bytes, bytes, bytes, bytes, bytes]:
+        """The same, its runs cut from blanked (data with its blobs blanked)."""
     def size(self) -> int:
         """How many runs the memo holds."""
 
@@ -39,3 +66,7 @@ def definition_lines(
     data: bytes, first_words: tuple[bytes, ...], not_words: tuple[bytes, ...] = (), /
 ) -> bytes:
     """The starts of the lines that may define a name, as native int64 (retrieval.chunks)."""
+
+def chunk_bounds(data: bytes, /) -> tuple[bytes, bytes, bytes, bytes]:
+    """A file's chunks' (starts, ends, bounds, first_ends) as Memo.record finds them, each as
+    native int64 (for the tests)."""

@@ -19,9 +19,10 @@ message ends in ": rebuild", and the caller rebuilds it from the file.
 from __future__ import annotations
 
 import threading
+from array import array
 from dataclasses import dataclass
 from itertools import chain, pairwise
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -36,9 +37,6 @@ from nodwyn_retrieval.retrieval.chunks import (
     pure_python,
 )
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION, WordTable, encode, translate, word_table
-
-if TYPE_CHECKING:
-    from nodwyn_retrieval.retrieval._words_native import Memo
 
 try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
     from nodwyn_retrieval.retrieval import _words_native
@@ -362,9 +360,10 @@ def analyze(text: str) -> FileRecord:
        which become file ids in order of first appearance; counting each occurrence's
        (chunk, word) key gives the pairs, in ascending word id within a chunk.
 
-    Steps 2 and 3 run in one compiled pass (``retrieval/_words_native.c``) when the package was
-    installed with it, and otherwise in Python with ``bytes.split``, a C-level ``map`` over the
-    table and numpy; the two give the same record (tests/test_words_native.py). A run seen for
+    All three steps run in one compiled call (``Memo.record``, ``retrieval/_words_file.h``, after
+    the definitions' lines and terms) when the package was installed with it, and otherwise in
+    Python with numpy, ``bytes.split``, a C-level ``map`` over the table; the two give the same
+    record (tests/test_words_native.py, tests/test_words_file.py). A run seen for
     the first time is expanded by the table (retrieval/words.py) on the Python path, and by the
     compiled pass's own copy of the rule when it is ASCII; both number its words into the same
     table the same way (tests/test_words_native_rule.py holds them to each other).
@@ -378,6 +377,8 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     size = len(data)
     if not size:
         return _wordless(0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if native and _words_native is not None:
+        return _record_native(data, word_table())
 
     # 1. Lines and chunks. line_starts[i] is where line i begins; line_starts[n_lines] is the end.
     line_starts = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
@@ -390,29 +391,11 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     lows = np.fromiter((lo for lo, _ in spans), dtype=np.int64, count=n_chunks)
     starts = lows + 1
     ends = np.append(lows[1:], n_lines)
-    # Base64, hex dumps, minified code: no words. The compiled pass's first looks (blob_hints)
-    # say, faster than blobs.py's own, whether the file may hold a blob; most hold none.
-    if native and _words_native is not None and not _words_native.blob_hints(data, _whole(size))[0]:
-        tdata = translate(data)
-    else:
-        tdata = translate(blank_blobs(data))
+    # Base64, hex dumps, minified code: no words.
+    tdata = translate(blank_blobs(data))
     bounds = line_starts[np.append(lows, n_lines)]
     first_ends = line_starts[lows + 1]
     table = word_table()
-    if native and _words_native is not None:
-        memo = table.native
-        if memo is None:
-            memo = table.native = _words_native.Memo()
-        return _pairs_native(
-            data,
-            tdata,
-            table,
-            memo=memo,
-            bounds=bounds,
-            first_ends=first_ends,
-            starts=starts,
-            ends=ends,
-        )
     return _pairs_python(
         data,
         tdata,
@@ -424,9 +407,37 @@ def _analyze(text: str, *, native: bool) -> FileRecord:
     )
 
 
-def _whole(size: int) -> bytes:
-    """The bounds of one text of size bytes, as blob_hints takes them (two native int64)."""
-    return np.array((0, size), dtype=np.int64).tobytes()
+def _record_native(data: bytes, table: WordTable) -> FileRecord:
+    """:func:`analyze` of non-empty UTF-8 data in the compiled pass: one call (``Memo.record``)
+    finds the lines and chunks, cuts and looks up the runs (of data itself: splitting the
+    translated bytes cuts the same runs) and counts the pairs, after the definitions and their
+    terms (``Memo.definition_terms``), and gives the record's arrays as uint32 bytes, which
+    numpy reads without a copy and cannot change (bytes are immutable). The steps are those of
+    the Python path below, which stays the reference (tests/test_words_file.py).
+
+    The definition terms are looked up before the runs rather than after: the table may number
+    its words in another order, which no record shows (a record names its words by string)."""
+    memo = table.native
+    if memo is None:
+        memo = table.native = _words_native.Memo()
+    def_at = def_counts = def_word = b""
+    found = _definitions_utf8(data, native=True)
+    if found:
+        def_word, def_counts = memo.definition_terms(table, [name for _, name in found], DEFINED)
+        def_at = array("q", [at for at, _ in found]).tobytes()
+    got = memo.record(table, data, None, def_at, def_counts, def_word)
+    if got is None:  # the file may hold a blob: its runs are cut from it blanked
+        got = memo.record(table, data, blank_blobs(data), def_at, def_counts, def_word)
+    vocab, starts, ends, offsets, word, body, first = got
+    return FileRecord(
+        vocab=vocab,
+        starts=np.frombuffer(starts, dtype=np.uint32),
+        ends=np.frombuffer(ends, dtype=np.uint32),
+        offsets=np.frombuffer(offsets, dtype=np.uint32),
+        word=np.frombuffer(word, dtype=np.uint32),
+        body=np.frombuffer(body, dtype=np.uint32),
+        first=np.frombuffer(first, dtype=np.uint32),
+    )
 
 
 def _definitions(data: bytes, bounds: I64, table: WordTable) -> tuple[list[int], list[int]]:
@@ -443,51 +454,6 @@ def _definitions(data: bytes, bounds: I64, table: WordTable) -> tuple[list[int],
             def_word.extend(ids)
             def_chunk.extend([c - 1] * len(ids))
     return def_chunk, def_word
-
-
-def _pairs_native(
-    data: bytes,
-    tdata: bytes,
-    table: WordTable,
-    *,
-    memo: Memo,
-    bounds: I64,
-    first_ends: I64,
-    starts: I64,
-    ends: I64,
-) -> FileRecord:
-    """Steps 2 and 3 of :func:`analyze` in the compiled pass (retrieval/_words_native.c).
-
-    The definition terms are looked up before the runs rather than after: the table may number
-    its words in another order, which no record shows (a record names its words by string).
-    They are the pass's too (``Memo.definition_terms``: :func:`_definition_ids` for all the
-    file's names in one call)."""
-    def_chunk = def_word = b""
-    found = _definitions_utf8(data, native=True)
-    if found:
-        at = np.fromiter((at for at, _ in found), dtype=np.int64, count=len(found))
-        def_word, counts = memo.definition_terms(table, [name for _, name in found], DEFINED)
-        chunk_of = np.searchsorted(bounds[:-1], at, side="right") - 1
-        def_chunk = np.repeat(chunk_of, np.frombuffer(counts, dtype=np.int64)).tobytes()
-    distinct, offsets, word, body, first = memo.scan(
-        table,
-        tdata,
-        bounds.astype(np.int64).tobytes(),
-        first_ends.astype(np.int64).tobytes(),
-        def_chunk,
-        def_word,
-    )
-    if not distinct:
-        return _wordless(len(starts), starts, ends)
-    return _record(
-        vocab=list(map(table.words.__getitem__, np.frombuffer(distinct, dtype=np.int64).tolist())),
-        starts=starts,
-        ends=ends,
-        offsets=np.frombuffer(offsets, dtype=np.int64),
-        word=np.frombuffer(word, dtype=np.int64),
-        body=np.frombuffer(body, dtype=np.int64),
-        first=np.frombuffer(first, dtype=np.int64),
-    )
 
 
 def _pairs_python(

@@ -280,11 +280,9 @@ def _definitions_utf8(data: bytes, *, native: bool) -> list[tuple[int, bytes]]:
     match = _DEFINITION.match
     for line in _definition_lines(data, native=native):
         m = match(data, line)
-        if m is None:
-            continue
-        for g in range(1, 7):
-            at = m.start(g)
-            if at >= 0:
-                found.append((at, m.group(g)))
-                break
+        if m is not None:
+            # Each group of _DEFINITION is in an alternative of its own and required there: the
+            # one that took part is the last (and only) one matched.
+            g = m.lastindex or 0
+            found.append((m.start(g), m.group(g)))
     return found
