@@ -5,15 +5,20 @@ version of the chunker and tokenizer, so every worktree, branch and session of t
 that file shares them." A key is ``<sha256 hex>-<ANALYZE_VERSION>``: a new chunker or word splitter
 never reads a record an older one wrote, it simply finds nothing under its own key.
 
-Version 3 keeps the records in packs (:mod:`store.packs`): ``<directory>/packs/<name>.ckp``, one
+The records are kept in packs (:mod:`store.packs`): ``<directory>/packs/<name>.ckp``, one
 file a batch of new records (a worker's megabyte of text, about a hundred files), written once
 by a rename and never changed. Each record in a pack is framed by :mod:`store.codec` with the
-magic ``b"NRCK"`` and holds ``{"key": <key>, "record": FileRecord.to_obj(), "widths": <6
-bytes>}``: the key inside catches an entry that points at another key's record, and each of the
-record's six arrays (``starts``, ``ends``, ``offsets``, ``word``, ``body``, ``first``) is
-stored in the fewest bytes a value that hold its largest (1, 2 or 4: ``widths``, in that order).
-Version 2's one file a record (``<directory>/<key[:2]>/<key>.ck``) is not read: those records are
-rebuilt, and the collection deletes their files.
+magic ``b"NRCK"``, zstd-compressed, and holds ``{"key": <key>, "record": ..., "widths": <6
+bytes>}``: the key inside catches an entry that points at another key's record; the record is
+``FileRecord.to_obj()``'s map with its words joined by newlines into one string and each chunk's
+word ids after its first stored as the difference from the one before; and each of the six
+arrays (``starts``, ``ends``, ``offsets``, ``word``, ``body``, ``first``) is stored in the fewest
+bytes a value that hold its largest (1, 2 or 4: ``widths``, in that order). Version 4 made the
+record so (version 3 was zlib level 1, the words a list and the ids as they are): over big's
+records a worker's writes take half the CPU and the records a quarter less room
+(docs/store-format.md). Older records are not read: their packs are deleted when listed, and
+their files analysed again; version 2's one file a record (``<directory>/<key[:2]>/<key>.ck``)
+is not read either, and the collection deletes those files.
 
 No lock is needed: a pack's name is its writer's alone, and two processes that store one key
 store the same record twice, which any reader may take (the collection frees the copy). A record

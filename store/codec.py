@@ -180,7 +180,7 @@ def _unzstd(data: memoryview, max_size: int) -> bytes:
         _bad(f"compressed payload inflates past {limit} bytes")
     try:
         out: bytes = zstandard.ZstdDecompressor().decompress(
-            data, max_output_size=limit, allow_extra_data=False
+            data, max_output_size=limit, read_across_frames=False, allow_extra_data=False
         )
     except zstandard.ZstdError as exc:
         _bad(f"corrupt compressed payload ({exc})")
