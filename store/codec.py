@@ -146,6 +146,14 @@ def _compressor(level: int) -> zstandard.ZstdCompressor:
     return got
 
 
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's zstd decompressor: making one costs about what decompressing a record does."""
+    got: zstandard.ZstdDecompressor | None = getattr(_local, "unzstd", None)
+    if got is None:
+        got = _local.unzstd = zstandard.ZstdDecompressor()
+    return got
+
+
 def _bad(what: str) -> NoReturn:
     raise FormatError(f"{what}: rebuild")
 
@@ -179,7 +187,7 @@ def _unzstd(data: memoryview, max_size: int) -> bytes:
     if size > limit:
         _bad(f"compressed payload inflates past {limit} bytes")
     try:
-        out: bytes = zstandard.ZstdDecompressor().decompress(
+        out: bytes = _decompressor().decompress(
             data, max_output_size=limit, read_across_frames=False, allow_extra_data=False
         )
     except zstandard.ZstdError as exc:

@@ -273,3 +273,40 @@ def test_any_arrays_come_back_as_given(batch: list[tuple[int, list[list[int]]]])
         assert isinstance(obj, dict)
         assert obj["key"] == key
         assert chunkstore._decoded(obj["record"], obj["widths"]) == rec.to_obj()
+
+
+@pytest.mark.parametrize(
+    "vocab",
+    [["a", ["b"]], ["a", {"b": 1}], ["a", b"b"], ["a", None], ["", "a"], ["a", 1.5]],
+    ids=["a list", "a map", "bytes", "nil", "empty first", "a float"],
+)
+def test_a_vocabulary_holding_what_is_not_a_word_is_refused_as_such(vocab: list[object]) -> None:
+    obj = analyze("a b\n").to_obj()
+    obj["vocab"] = vocab
+    with pytest.raises(
+        FormatError, match=r"^file record: vocab holds something that is not a word"
+    ):
+        FileRecord.from_obj(obj)
+
+
+def test_a_str_subclass_is_not_a_word_and_a_word_twice_is_named() -> None:
+    class Word(str):
+        pass
+
+    obj = analyze("a b\n").to_obj()
+    obj["vocab"] = ["a", Word("b")]
+    with pytest.raises(FormatError, match="not a word"):
+        FileRecord.from_obj(obj)
+    obj["vocab"] = ["a", "a"]
+    with pytest.raises(FormatError, match="a word twice"):
+        FileRecord.from_obj(obj)
+    obj["vocab"] = ["b", "a"]
+    assert FileRecord.from_obj(obj).vocab == ("b", "a")
+
+
+def test_a_threads_decompressor_reads_on_after_a_corrupt_frame() -> None:
+    good = record_bytes(key_of("g"), analyze("alpha beta\ngamma\n"))
+    for cut in (len(good) - 1, len(good) // 2, 12):
+        with pytest.raises(FormatError):
+            read_record(good[:cut], key_of("g"))
+        assert read_record(good, key_of("g")) == analyze("alpha beta\ngamma\n")
