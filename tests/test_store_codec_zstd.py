@@ -170,3 +170,12 @@ def test_a_thread_has_its_own_compressor() -> None:
     for t in threads:
         t.join()
     assert all(decode(MAGIC, 1, out[i]) == {"i": i, **PAYLOAD} for i in range(4))
+
+
+def test_an_empty_zstd_frame_says_its_size_and_holds_no_object() -> None:
+    """A frame of nothing declares 0 bytes: it is read (no object in it), not refused as one
+    that does not say its size."""
+    body = zstd(b"")
+    assert zstandard.frame_content_size(body) == 0
+    with pytest.raises(FormatError, match=r"^truncated payload: rebuild$"):
+        decode(MAGIC, 1, framed(body))
