@@ -310,3 +310,20 @@ def test_a_threads_decompressor_reads_on_after_a_corrupt_frame() -> None:
         with pytest.raises(FormatError):
             read_record(good[:cut], key_of("g"))
         assert read_record(good, key_of("g")) == analyze("alpha beta\ngamma\n")
+
+
+@pytest.mark.parametrize("name", ["starts", "ends", "offsets", "word", "body", "first"])
+@pytest.mark.parametrize("bad", [None, 7, "abcd", [1, 2]], ids=["nil", "int", "str", "list"])
+def test_any_array_that_is_not_bytes_is_named_and_rebuilt(
+    name: str, bad: object, tmp_path: Path
+) -> None:
+    key = key_of("alpha beta\ngamma\n")
+    obj = record_payload(key, analyze("alpha beta\ngamma\n"))
+    obj["record"] = {**obj["record"], name: bad}
+    data = encode(MAGIC, VERSION, obj, compress=True, method="zstd")
+    with pytest.raises(FormatError, match=rf"^file record: {name} is bytes, got "):
+        read_record(data, key)
+    store = ChunkStore(tmp_path)
+    store.write_raw([(key, data)])
+    assert store.get(key) is None
+    assert store.stats.rebuilt == 1
