@@ -5,15 +5,20 @@ version of the chunker and tokenizer, so every worktree, branch and session of t
 that file shares them." A key is ``<sha256 hex>-<ANALYZE_VERSION>``: a new chunker or word splitter
 never reads a record an older one wrote, it simply finds nothing under its own key.
 
-Version 3 keeps the records in packs (:mod:`store.packs`): ``<directory>/packs/<name>.ckp``, one
+The records are kept in packs (:mod:`store.packs`): ``<directory>/packs/<name>.ckp``, one
 file a batch of new records (a worker's megabyte of text, about a hundred files), written once
 by a rename and never changed. Each record in a pack is framed by :mod:`store.codec` with the
-magic ``b"NRCK"`` and holds ``{"key": <key>, "record": FileRecord.to_obj(), "widths": <6
-bytes>}``: the key inside catches an entry that points at another key's record, and each of the
-record's six arrays (``starts``, ``ends``, ``offsets``, ``word``, ``body``, ``first``) is
-stored in the fewest bytes a value that hold its largest (1, 2 or 4: ``widths``, in that order).
-Version 2's one file a record (``<directory>/<key[:2]>/<key>.ck``) is not read: those records are
-rebuilt, and the collection deletes their files.
+magic ``b"NRCK"``, zstd-compressed, and holds ``{"key": <key>, "record": ..., "widths": <6
+bytes>}``: the key inside catches an entry that points at another key's record; the record is
+``FileRecord.to_obj()``'s map with its words joined by newlines into one string and each chunk's
+word ids after its first stored as the difference from the one before; and each of the six
+arrays (``starts``, ``ends``, ``offsets``, ``word``, ``body``, ``first``) is stored in the fewest
+bytes a value that hold its largest (1, 2 or 4: ``widths``, in that order). Version 4 made the
+record so (version 3 was zlib level 1, the words a list and the ids as they are): over big's
+records a worker's writes take half the CPU and the records a quarter less room
+(docs/store-format.md). Older records are not read: their packs are deleted when listed, and
+their files analysed again; version 2's one file a record (``<directory>/<key[:2]>/<key>.ck``)
+is not read either, and the collection deletes those files.
 
 No lock is needed: a pack's name is its writer's alone, and two processes that store one key
 store the same record twice, which any reader may take (the collection frees the copy). A record
@@ -34,11 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
+import numpy.typing as npt
 from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, FileRecord
 from nodwyn_retrieval.store.atomic import TEMP_SUFFIX, store_error
-from nodwyn_retrieval.store.codec import decode, encode
+from nodwyn_retrieval.store.codec import decode, frame
 from nodwyn_retrieval.store.packs import (
     MAX_RECORDS,
     PACK_SUFFIX,
@@ -62,10 +69,12 @@ __all__ = [
     "read_pack",
     "read_record",
     "record_bytes",
+    "record_payload",
+    "records_bytes",
 ]
 
 MAGIC = b"NRCK"
-VERSION = 3  # 3: records in packs; 2: arrays in 1, 2 or 4 bytes a value ("widths")
+VERSION = 4  # 4: zstd, the words joined, word ids as differences; 3: records in packs; 2: widths
 SUFFIX = PACK_SUFFIX
 LEGACY_SUFFIX = ".ck"
 """Version 2's record files, which the collection deletes."""
@@ -112,11 +121,26 @@ class PackInfo:
 
 def record_bytes(key: str, record: FileRecord) -> bytes:
     """The framed bytes a pack holds for record under key."""
-    # zlib level 1: on Python sources a record shrinks to 0.22 of the text instead of 0.19 at
-    # level 6, for a third of the compression time, which a first build pays for every file.
-    rec, widths = _narrow(record.to_obj())
-    return encode(MAGIC, VERSION, {"key": key, "record": rec, "widths": widths},
-                  compress=True, level=1)  # fmt: skip
+    return records_bytes([(key, record)])[0]
+
+
+def record_payload(key: str, record: FileRecord) -> dict[str, object]:
+    """The msgpack object :func:`record_bytes` frames for record under key (for tests and tools
+    that make a record's bytes by hand)."""
+    return next(_payloads([(key, record)]))
+
+
+def records_bytes(items: list[tuple[str, FileRecord]]) -> list[bytes]:
+    """The framed bytes of each (key, record), in order: what a pack holds.
+
+    zstd level 3: over big's records a third of zlib level 1's time, and smaller; the arrays'
+    narrowing and the words' differences are done over the whole batch at once, since numpy's
+    cost a call is most of it for a record of a few hundred pairs."""
+    return [
+        frame(MAGIC, VERSION, msgpack.packb(payload, use_bin_type=True), compress=True,
+              level=_LEVEL, method="zstd")
+        for payload in _payloads(items)
+    ]  # fmt: skip
 
 
 class ChunkStore:
@@ -210,11 +234,12 @@ class ChunkStore:
         would cost every build more. A write that fails is a :class:`errors.StoreError` and
         stores nothing.
         """
-        blobs: dict[str, bytes] = {}
+        todo: dict[str, FileRecord] = {}
         for key, record in items:
-            if self._checked(key) not in blobs:
-                blobs[key] = record_bytes(key, record)
-        return self.write_raw(list(blobs.items()))
+            if self._checked(key) not in todo:
+                todo[key] = record
+        pairs = list(todo.items())
+        return self.write_raw(list(zip(todo, records_bytes(pairs), strict=True)))
 
     def write_raw(self, blobs: list[tuple[str, bytes]]) -> int:
         """Write records already framed (``record_bytes``) as new packs; the bytes written."""
@@ -382,48 +407,142 @@ def read_record(data: bytes, key: str | None = None) -> FileRecord:
     """The record a pack's framed bytes hold, checked whole (and stored as ``key`` when given);
     :class:`errors.FormatError` on anything off."""
     obj = decode(MAGIC, VERSION, data)
-    if not isinstance(obj, dict) or set(obj) - {"widths"} != {"key", "record"}:
+    if not isinstance(obj, dict) or set(obj) != {"key", "record", "widths"}:
         raise FormatError("a chunk record is a map of key, record and widths: rebuild")
     if key is not None and obj["key"] != key:
         raise FormatError(f"a chunk record of {obj['key']!r} stored as {key!r}: rebuild")
-    return FileRecord.from_obj(_widen(obj["record"], obj.get("widths")))
+    return FileRecord.from_obj(_decoded(obj["record"], obj["widths"]))
 
 
 _ARRAYS = ("starts", "ends", "offsets", "word", "body", "first")
 _DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
+_LEVEL = 3
+_U32 = np.dtype("<u4")
 
 
-def _narrow(rec: dict[str, object]) -> tuple[dict[str, object], bytes]:
-    """The record's arrays (little-endian uint32 bytes) each in the fewest bytes a value."""
-    widths = bytearray()
+def _payloads(items: list[tuple[str, FileRecord]]) -> Iterator[dict[str, object]]:
+    """Each record's payload: ``{"key", "record", "widths"}``, the record's map as
+    ``FileRecord.to_obj`` gives it but its words joined by newlines (a list when a word would
+    not come back from the join), each chunk's word ids after its first as the difference from
+    the one before (ascending, so small), and each array in the fewest bytes a value (1, 2 or
+    4) that hold its largest value in this record."""
+    if not items:
+        return
+    records = [record for _, record in items]
+    n = len(records)
+    n_chunks = np.fromiter((len(r.starts) for r in records), dtype=np.int64, count=n)
+    n_pairs = np.fromiter((len(r.word) for r in records), dtype=np.int64, count=n)
+    cols = {name: np.concatenate([getattr(r, name) for r in records]).astype(_U32)
+            for name in _ARRAYS}  # fmt: skip
+    cols["word"] = _differences(cols["word"], records, n_chunks, n_pairs)
+    ends = {"starts": np.cumsum(n_chunks), "offsets": np.cumsum(n_chunks + 1),
+            "word": np.cumsum(n_pairs)}  # fmt: skip
+    ends["ends"], ends["body"], ends["first"] = ends["starts"], ends["word"], ends["word"]
+    cut: dict[str, tuple[list[int], dict[int, bytes], list[int]]] = {}
     for name in _ARRAYS:
-        raw = rec[name]
-        assert isinstance(raw, bytes)  # noqa: S101 - FileRecord.to_obj's own output
-        a = np.frombuffer(raw, dtype="<u4")
-        top = int(a.max()) if a.size else 0
-        width = 1 if top < 1 << 8 else 2 if top < 1 << 16 else 4
-        widths.append(width)
-        if width != 4:
-            rec[name] = a.astype(_DTYPES[width]).tobytes()
-    return rec, bytes(widths)
+        col, end = cols[name], ends[name]
+        top = _tops(col, end)
+        widths = np.where(top < 1 << 8, 1, np.where(top < 1 << 16, 2, 4))
+        # One narrowed copy of the whole batch a width in use; each record takes its slice.
+        by_width = {w: col.astype(_DTYPES[w]).tobytes() for w in np.unique(widths).tolist()}
+        cut[name] = (widths.tolist(), by_width, end.tolist())
+    for i, (key, record) in enumerate(items):
+        rec: dict[str, object] = {"vocab": _joined(record.vocab)}
+        widths_i = bytearray()
+        for name in _ARRAYS:
+            widths_l, by_width, end_l = cut[name]
+            w = widths_l[i]
+            lo = end_l[i - 1] if i else 0
+            rec[name] = by_width[w][lo * w : end_l[i] * w]
+            widths_i.append(w)
+        yield {"key": key, "record": rec, "widths": bytes(widths_i)}
 
 
-def _widen(rec: object, widths: object) -> object:
-    """The record's arrays back as 4 bytes a value; FormatError for widths that are off."""
-    if widths is None:
-        return rec
+def _tops(col: npt.NDArray[np.uint32], end: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Each record's largest value of a batch's column (0 for a record with none)."""
+    start = np.concatenate(([0], end[:-1]))
+    top = np.zeros(len(end), dtype=np.int64)
+    some = end > start
+    if bool(some.any()):
+        top[some] = np.maximum.reduceat(col, start[some])
+    return top
+
+
+def _differences(
+    word: npt.NDArray[np.uint32],
+    records: list[FileRecord],
+    n_chunks: npt.NDArray[np.int64],
+    n_pairs: npt.NDArray[np.int64],
+) -> npt.NDArray[np.uint32]:
+    """A batch's word ids, each chunk's first as it is and the others as the difference from
+    the one before, modulo 2**32: :func:`_sums` gives back any record's ids exactly, and a
+    record's ascending ids come out small. Where a record's chunks begin is taken from its own
+    offsets, and only where they fall among its own pairs."""
+    out = word.copy()
+    out[1:] -= word[:-1]
+    base = np.cumsum(n_pairs) - n_pairs
+    begins = np.concatenate([r.offsets[:-1] for r in records]).astype(np.int64)
+    inside = begins < np.repeat(n_pairs, n_chunks)
+    begins = (begins + np.repeat(base, n_chunks))[inside]
+    out[begins] = word[begins]
+    return out
+
+
+def _sums(diff: npt.NDArray[np.uint32], offsets: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """A record's word ids from :func:`_differences`' form; offsets that do not run from 0 to
+    the pairs without going back leave them as they are, for ``FileRecord.from_obj`` to refuse
+    the record."""
+    n = len(diff)
+    if not len(offsets) or int(offsets[0]) != 0 or int(offsets[-1]) != n:
+        return diff
+    wide: npt.NDArray[np.int64] = offsets.astype(np.int64)
+    sizes = wide[1:] - wide[:-1]
+    if not n or int(sizes.min()) < 0:
+        return diff
+    total = np.cumsum(diff, dtype=np.uint32)
+    begins = offsets[:-1].astype(np.int64)
+    before = np.zeros(len(begins), dtype=np.uint32)
+    later = begins > 0
+    before[later] = total[begins[later] - 1]
+    out: npt.NDArray[np.uint32] = total - np.repeat(before, sizes)
+    return out
+
+
+def _joined(vocab: tuple[str, ...]) -> str | list[str]:
+    """The words joined by newlines, which no word holds: ``str.split`` gives them back. The
+    list itself where it would not: a newline in a word, or one word that is empty (it would
+    read back as no word)."""
+    if not vocab:
+        return ""
+    text = "\n".join(vocab)
+    if text and text.count("\n") == len(vocab) - 1:
+        return text
+    return list(vocab)
+
+
+def _decoded(rec: object, widths: object) -> object:
+    """The record's map as ``FileRecord.to_obj`` gives it, from :func:`_payloads`' form;
+    FormatError for widths that are off. What is not of the form's types is left for
+    ``FileRecord.from_obj`` to name."""
     if not isinstance(widths, bytes) or len(widths) != len(_ARRAYS):
         raise FormatError("a chunk record's widths are 6 bytes: rebuild")
     if not isinstance(rec, dict):
-        return rec  # FileRecord.from_obj says what is wrong
+        return rec
     out = dict(rec)
+    vocab = out.get("vocab")
+    if isinstance(vocab, str):
+        out["vocab"] = vocab.split("\n") if vocab else []
+    arrays: dict[str, npt.NDArray[np.uint32]] = {}
     for name, width in zip(_ARRAYS, widths, strict=True):
         if width not in _DTYPES:
             raise FormatError(f"a chunk record's {name} is {width} bytes a value: rebuild")
         raw = out.get(name)
-        if width == 4 or not isinstance(raw, bytes):
+        if not isinstance(raw, bytes):
             continue
         if len(raw) % width:
             raise FormatError(f"a chunk record's {name} is not whole: rebuild")
-        out[name] = np.frombuffer(raw, dtype=_DTYPES[width]).astype("<u4").tobytes()
+        arrays[name] = np.frombuffer(raw, dtype=_DTYPES[width]).astype(_U32)
+        out[name] = arrays[name].tobytes()
+    if "word" in arrays and "offsets" in arrays:
+        out["word"] = _sums(arrays["word"], arrays["offsets"]).astype(_U32).tobytes()
     return out

@@ -4,8 +4,9 @@ Every file in the data directory is::
 
     MAGIC    4 bytes   the file's kind (b"NRCK" a chunk record, b"NRMF" a manifest, ...)
     version  u16 BE    the kind's format version; any other version is rebuilt
-    flags    u16 BE    bit 0: the payload is zlib-compressed; every other bit must be 0
-    payload            one msgpack object (after inflating, when bit 0 is set)
+    flags    u16 BE    bit 0: the payload is zlib-compressed; bit 1: zstd-compressed (one
+                       frame that says its size); at most one of them; every other bit 0
+    payload            one msgpack object (after inflating, when bit 0 or 1 is set)
 
 The storage rules (ADR 0050 §4, amendment 2026-10-16) say that what is stored is derived, so a file
 that does not decode is rebuilt, never trusted and never a crash; and that decoding bounds every
@@ -15,8 +16,9 @@ size by the bytes that hold it. So :func:`decode`:
   array and map length: a declared length can never exceed the bytes that would
   hold it, so a header claiming four billion elements is refused before anything is allocated;
 - inflates at most :data:`MAX_RATIO` times the compressed bytes (and at most ``max_size``), so a
-  zlib bomb is refused after a bounded allocation; :func:`encode` stores uncompressed what it
-  could not read back under that bound, so a file this package writes always decodes;
+  zlib or zstd bomb is refused after a bounded allocation (a zstd frame's declared size is
+  checked against that bound before anything is allocated); :func:`encode` stores uncompressed
+  what it could not read back under that bound, so a file this package writes always decodes;
 - requires exactly one object: trailing bytes mean a corrupt file;
 - raises :class:`errors.FormatError` ``"<what>: rebuild"`` for every problem, and nothing else.
 
@@ -27,26 +29,31 @@ up to 2**31-1 by the caller's own validation (amendment 2026-10-16).
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 import msgpack
+import zstandard
 from nodwyn_retrieval.errors import FormatError
 
 __all__ = [
     "FLAG_ZLIB",
+    "FLAG_ZSTD",
     "HEADER",
     "MAX_INT32",
     "MAX_RATIO",
     "MAX_SIZE",
     "decode",
     "encode",
+    "frame",
     "inflate_limit",
 ]
 
 HEADER = struct.Struct(">4sHH")
 FLAG_ZLIB = 0x0001
-_KNOWN_FLAGS = FLAG_ZLIB
+FLAG_ZSTD = 0x0002
+_KNOWN_FLAGS = FLAG_ZLIB | FLAG_ZSTD
 
 MAX_RATIO = 64
 """Inflated bytes allowed per compressed byte. zlib's own limit is about 1,032; our payloads
@@ -83,22 +90,68 @@ def encode(
     *,
     compress: bool = False,
     level: int = 6,
+    method: Literal["zlib", "zstd"] = "zlib",
     max_size: int = MAX_SIZE,
 ) -> bytes:
-    """The framed bytes of ``payload`` (msgpack, zlib-compressed when ``compress``).
+    """The framed bytes of ``payload`` (msgpack, compressed by ``method`` when ``compress``).
 
     A compressed payload that :func:`decode` could not inflate under its bound is stored
     uncompressed instead. Raises ``TypeError``/``ValueError`` for a payload msgpack cannot hold
     (a caller's bug, not a store problem).
     """
+    raw = msgpack.packb(payload, use_bin_type=True)
+    return frame(magic, version, raw, compress=compress, level=level, method=method,
+                 max_size=max_size)  # fmt: skip
+
+
+def frame(
+    magic: bytes,
+    version: int,
+    raw: bytes,
+    *,
+    compress: bool = False,
+    level: int = 6,
+    method: Literal["zlib", "zstd"] = "zlib",
+    max_size: int = MAX_SIZE,
+) -> bytes:
+    """The framed bytes of ``raw``, one msgpack object already packed, as :func:`encode` frames
+    it: for a writer that packs many payloads its own way."""
     _magic_ok(magic)
     _version_ok(version)
-    raw = msgpack.packb(payload, use_bin_type=True)
     if compress:
-        packed = zlib.compress(raw, level)
+        if method == "zstd":
+            flag, packed = FLAG_ZSTD, _compressor(level).compress(raw)
+        elif method == "zlib":
+            flag, packed = FLAG_ZLIB, zlib.compress(raw, level)
+        else:
+            raise ValueError(f"a compression is zlib or zstd, got {method!r}")
         if len(raw) <= inflate_limit(len(packed), max_size):
-            return HEADER.pack(magic, version, FLAG_ZLIB) + packed
+            return HEADER.pack(magic, version, flag) + packed
     return HEADER.pack(magic, version, 0) + raw
+
+
+_local = threading.local()
+
+
+def _compressor(level: int) -> zstandard.ZstdCompressor:
+    """A zstd compressor of ``level`` for this thread (one may not be used by two at once): a
+    new one costs more than compressing a small record. Its frames say their size, which
+    :func:`decode` checks against its bound before it allocates."""
+    made: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "zstd", None)
+    if made is None:
+        made = _local.zstd = {}
+    got = made.get(level)
+    if got is None:
+        got = made[level] = zstandard.ZstdCompressor(level=level, write_content_size=True)
+    return got
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's zstd decompressor: making one costs about what decompressing a record does."""
+    got: zstandard.ZstdDecompressor | None = getattr(_local, "unzstd", None)
+    if got is None:
+        got = _local.unzstd = zstandard.ZstdDecompressor()
+    return got
 
 
 def _bad(what: str) -> NoReturn:
@@ -119,6 +172,28 @@ def _inflate(data: memoryview, max_size: int) -> bytes:
         _bad("truncated compressed payload")
     if inflater.unused_data:
         _bad("trailing bytes after the compressed payload")
+    return out
+
+
+def _unzstd(data: memoryview, max_size: int) -> bytes:
+    limit = inflate_limit(len(data), max_size)
+    try:
+        # The frame's declared size first: zstandard allocates it whole, whatever it is told.
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        _bad(f"corrupt compressed payload ({exc})")
+    if size < 0:
+        _bad("a compressed payload that does not say its size")
+    if size > limit:
+        _bad(f"compressed payload inflates past {limit} bytes")
+    try:
+        out: bytes = _decompressor().decompress(
+            data, max_output_size=limit, read_across_frames=False, allow_extra_data=False
+        )
+    except zstandard.ZstdError as exc:
+        _bad(f"corrupt compressed payload ({exc})")
+    if len(out) != size:  # pragma: no cover - zstd checks the size it was told
+        _bad("a compressed payload of another size than it says")
     return out
 
 
@@ -145,10 +220,14 @@ def decode(magic: bytes, version: int, data: bytes, *, max_size: int = MAX_SIZE)
         _bad(f"not a {magic.decode('ascii', 'replace')} file (magic {got_magic!r})")
     if got_version != version:
         _bad(f"{magic.decode('ascii', 'replace')} format version {got_version}, not {version}")
-    if flags & ~_KNOWN_FLAGS:
+    if flags & ~_KNOWN_FLAGS or flags == _KNOWN_FLAGS:
         _bad(f"unknown flags 0x{flags:04x}")
     body = view[HEADER.size :]
-    raw: bytes | memoryview = _inflate(body, max_size) if flags & FLAG_ZLIB else body
+    raw: bytes | memoryview = body
+    if flags & FLAG_ZLIB:
+        raw = _inflate(body, max_size)
+    elif flags & FLAG_ZSTD:
+        raw = _unzstd(body, max_size)
     n = max(len(raw), 1)
     try:
         # Parsed where it lies (an Unpacker would first copy the whole payload into its buffer).

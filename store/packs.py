@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 PACK_MAGIC = b"NRCP"
-PACK_VERSION = 3  # the chunk store's version 3: records in packs
+PACK_VERSION = 4  # the chunk store's version: 4, records in zstd with their words joined; 3, packs
 PACK_SUFFIX = ".ckp"
 PACKS = "packs"
 """The packs' directory under the chunk store's."""

@@ -17,6 +17,7 @@ from nodwyn_retrieval.retrieval.analyze import analyze
 from nodwyn_retrieval.store.atomic import TEMP_SUFFIX
 from nodwyn_retrieval.store.chunkstore import SUFFIX, ChunkStore, read_pack
 from nodwyn_retrieval.store.packs import (
+    PACK_VERSION,
     PACKS,
     PackIndex,
     pack_bytes,
@@ -276,7 +277,7 @@ def test_a_pack_naming_one_key_twice_is_damaged() -> None:
     sha = bytes.fromhex(key.split("-")[0])
     version = int(key.split("-")[1])
     end = 12 + 2 * 48 + 4
-    head = bytearray(struct.pack(">4sHHI", b"NRCP", 3, 0, 2))
+    head = bytearray(struct.pack(">4sHHI", b"NRCP", PACK_VERSION, 0, 2))
     for offset in (end, end + 1):
         head += struct.pack(">32sIIII", sha, version, offset, 1, zlib.crc32(b"x"))
     head += struct.pack(">I", zlib.crc32(head))

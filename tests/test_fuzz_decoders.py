@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.actors.indexer import SNAPSHOT_MAGIC, SNAPSHOT_VERSION, load_snapshot
@@ -39,8 +40,8 @@ from nodwyn_retrieval.retrieval.tree import TreeIndex, TreeSegment
 from nodwyn_retrieval.store import mem_format as memfmt
 from nodwyn_retrieval.store.chunkstore import MAGIC as CK_MAGIC
 from nodwyn_retrieval.store.chunkstore import VERSION as CK_VERSION
-from nodwyn_retrieval.store.chunkstore import ChunkStore
-from nodwyn_retrieval.store.codec import FLAG_ZLIB, HEADER, MAX_RATIO, decode, encode
+from nodwyn_retrieval.store.chunkstore import ChunkStore, record_bytes
+from nodwyn_retrieval.store.codec import FLAG_ZLIB, FLAG_ZSTD, HEADER, MAX_RATIO, decode, encode
 from nodwyn_retrieval.store.manifest import MAGIC as MF_MAGIC
 from nodwyn_retrieval.store.manifest import VERSION as MF_VERSION
 from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
@@ -85,7 +86,7 @@ QUERY = ["binding", "host", "scrubenv", "manual", "port", "absent"]
 def sample_chunk() -> tuple[str, bytes]:
     rec = analyze(TEXTS[0])
     key = ChunkStore.key("ab" * 32)
-    return key, encode(CK_MAGIC, CK_VERSION, {"key": key, "record": rec.to_obj()}, compress=True)
+    return key, record_bytes(key, rec)
 
 
 def sample_manifest(tmp: Path) -> bytes:
@@ -335,7 +336,7 @@ def damaged(draw: st.DrawFn, good: bytes, kind: str) -> bytes:
     if how == "random":
         return draw(st.binary(max_size=2048))
     if how == "framed":
-        flags = draw(st.sampled_from([0, FLAG_ZLIB]))
+        flags = draw(st.sampled_from([0, FLAG_ZLIB, FLAG_ZSTD]))
         return HEADER.pack(magic, version, flags) + draw(st.binary(max_size=2048))
     if how == "cut":
         return good[: draw(st.integers(0, len(good) - 1))]
@@ -353,7 +354,7 @@ def damaged(draw: st.DrawFn, good: bytes, kind: str) -> bytes:
         other = draw(st.integers(0, 0xFFFF).filter(lambda v: v != version))
         return HEADER.pack(magic, other, 0) + good[HEADER.size :]
     if how == "flags":
-        flags = draw(st.integers(0, 0xFFFF).filter(lambda f: f not in (0, FLAG_ZLIB)))
+        flags = draw(st.integers(0, 0xFFFF).filter(lambda f: f not in (0, FLAG_ZLIB, FLAG_ZSTD)))
         return HEADER.pack(magic, version, flags) + good[HEADER.size :]
     return good + draw(st.binary(min_size=1, max_size=64))
 
@@ -377,8 +378,11 @@ def test_a_huge_declared_length_at_the_payload_allocates_almost_nothing(
     kind: str, prefix: bytes, decoders: Decoders
 ) -> None:
     magic, version = FRAMES[kind]
-    for flags in (0, FLAG_ZLIB):
-        body = prefix if not flags else zlib.compress(prefix)
+    for flags in (0, FLAG_ZLIB, FLAG_ZSTD):
+        body = (
+            prefix if not flags else zlib.compress(prefix) if flags == FLAG_ZLIB
+            else zstandard.ZstdCompressor().compress(prefix)
+        )  # fmt: skip
         data = HEADER.pack(magic, version, flags) + body
         with traced(kind, b""):  # the bound of an empty file: the slack alone
             used = getattr(decoders, kind)(data)
@@ -457,7 +461,8 @@ def mutated_payload(draw: st.DrawFn, good: bytes, kind: str) -> bytes:
             with contextlib.suppress(Exception):
                 seg["crc"] = bm25._crc(seg)
     try:
-        return encode(magic, version, obj, compress=bool(flags & FLAG_ZLIB))
+        method = "zstd" if flags & FLAG_ZSTD else "zlib"
+        return encode(magic, version, obj, compress=bool(flags), method=method)
     except (TypeError, ValueError, OverflowError):
         return encode(magic, version, None)
 

@@ -13,7 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.errors import BadInput
 from nodwyn_retrieval.retrieval.analyze import ANALYZE_VERSION, analyze
-from nodwyn_retrieval.store.chunkstore import SUFFIX, VERSION, ChunkStore, _narrow, read_record
+from nodwyn_retrieval.store.chunkstore import (
+    SUFFIX,
+    VERSION,
+    ChunkStore,
+    read_record,
+    record_payload,
+)
 from nodwyn_retrieval.store.codec import encode
 from nodwyn_retrieval.store.packs import PACKS, pack_index, reset_indexes
 
@@ -245,10 +251,9 @@ def test_a_process_that_knows_a_pack_finds_a_record_damaged_in_it(tmp_path: Path
 def test_a_version_2_record_file_is_not_read(tmp_path: Path) -> None:
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
-    rec, widths = _narrow(analyze(TEXT).to_obj())
     old = tmp_path / key[:2] / f"{key}.ck"
     old.parent.mkdir()
-    old.write_bytes(encode(b"NRCK", 2, {"key": key, "record": rec, "widths": widths}))
+    old.write_bytes(encode(b"NRCK", 2, record_payload(key, analyze(TEXT))))
     assert store.get(key) is None
     assert not store.exists(key)
     assert store.stats.rebuilt == 0
@@ -397,7 +402,7 @@ def test_arrays_are_stored_in_the_fewest_bytes_that_hold_them_and_read_back(
 def test_a_record_stored_under_another_key_is_refused_by_read_record() -> None:
     from nodwyn_retrieval.errors import FormatError
 
-    data = encode(b"NRCK", VERSION, {"key": key_of("x"), "record": analyze(TEXT).to_obj()})
-    assert read_record(data) == analyze(TEXT)  # no widths: 4 bytes a value
+    data = encode(b"NRCK", VERSION, record_payload(key_of("x"), analyze(TEXT)))
+    assert read_record(data) == analyze(TEXT)
     with pytest.raises(FormatError, match="stored as"):
         read_record(data, key_of(TEXT))

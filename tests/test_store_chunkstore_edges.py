@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 from nodwyn_retrieval.errors import BadInput, FormatError
 from nodwyn_retrieval.retrieval.analyze import analyze
-from nodwyn_retrieval.store.chunkstore import MAGIC, SUFFIX, VERSION, ChunkStore, read_record
+from nodwyn_retrieval.store.chunkstore import (
+    MAGIC,
+    SUFFIX,
+    VERSION,
+    ChunkStore,
+    read_record,
+    record_payload,
+)
 from nodwyn_retrieval.store.codec import encode
 from nodwyn_retrieval.store.packs import PACKS, reset_indexes
 
@@ -183,12 +190,16 @@ def test_a_packs_directory_that_is_a_link_out_of_the_store_is_not_listed(
 def test_a_record_with_a_field_more_is_rebuilt(tmp_path: Path) -> None:
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
-    record = analyze(TEXT).to_obj()
-    store = stored_bytes(store, key, encode(MAGIC, VERSION, {"key": key, "record": record, "x": 1}))
+    payload = record_payload(key, analyze(TEXT))
+    store = stored_bytes(store, key, encode(MAGIC, VERSION, {**payload, "x": 1}))
     assert store.get(key) is None
     assert store.stats.rebuilt == 1
-    store = stored_bytes(store, key, encode(MAGIC, VERSION, {"key": key, "record": record}))
+    store = stored_bytes(store, key, encode(MAGIC, VERSION, payload))
     assert store.get(key) == analyze(TEXT)  # the same record without it is read
+    no_widths = {k: v for k, v in payload.items() if k != "widths"}
+    store = stored_bytes(store, key, encode(MAGIC, VERSION, no_widths))
+    assert store.get(key) is None  # version 4's widths are not optional
+    assert store.stats.rebuilt == 1
 
 
 def test_a_temporary_file_that_is_a_dangling_link_is_swept_by_its_own_age(tmp_path: Path) -> None:
@@ -235,13 +246,13 @@ def test_a_narrow_record_that_is_not_a_map_says_what_it_is(tmp_path: Path) -> No
 
 
 def test_a_stored_record_is_framed_compressed(tmp_path: Path) -> None:
-    from nodwyn_retrieval.store.codec import FLAG_ZLIB, HEADER
+    from nodwyn_retrieval.store.codec import FLAG_ZSTD, HEADER
 
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
     store.put(key, analyze(TEXT))
     magic, version, flags = HEADER.unpack_from(raw(store, key))
-    assert (magic, version, flags & FLAG_ZLIB) == (MAGIC, VERSION, FLAG_ZLIB)
+    assert (magic, version, flags) == (MAGIC, VERSION, FLAG_ZSTD)
 
 
 def test_each_damaged_pack_a_listing_meets_counts_once(tmp_path: Path) -> None:
@@ -266,9 +277,9 @@ def test_a_record_changed_where_its_decoding_cannot_tell_is_caught_by_its_crc(
     its place is refused by its entry's CRC alone."""
     store = ChunkStore(tmp_path)
     key = key_of(TEXT)
-    mine = encode(MAGIC, VERSION, {"key": key, "record": analyze(TEXT).to_obj()})
+    mine = encode(MAGIC, VERSION, record_payload(key, analyze(TEXT)))
     other_text = TEXT.replace("host", "hose")
-    other = encode(MAGIC, VERSION, {"key": key, "record": analyze(other_text).to_obj()})
+    other = encode(MAGIC, VERSION, record_payload(key, analyze(other_text)))
     assert len(other) == len(mine)
     assert read_record(other, key) == analyze(other_text)
     store.write_raw([(key, mine)])

@@ -102,7 +102,7 @@ def test_a_magic_of_other_than_4_bytes_is_a_callers_error(magic: object) -> None
         decode(magic, 1, encode(MAGIC, 1, 1))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("flags", "shown"), [(2, "0x0002"), (3, "0x0003"), (0x8000, "0x8000")])
+@pytest.mark.parametrize(("flags", "shown"), [(4, "0x0004"), (3, "0x0003"), (0x8000, "0x8000")])
 def test_any_flag_but_compression_is_refused(flags: int, shown: str) -> None:
     with pytest.raises(FormatError, match=rf"^unknown flags {shown}: rebuild$"):
         decode(MAGIC, 1, framed(msgpack.packb(1), flags=flags))
