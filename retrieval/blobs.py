@@ -149,6 +149,25 @@ def _base64_spans(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
+def _data_payloads(data: bytes) -> list[tuple[int, int]]:
+    """The payload of every ``data:`` URI, as ``_DATA_URI.finditer`` finds them: a match begins
+    with ``data:`` in any case, so the expression is tried only where the lowered bytes hold it
+    (an expression of any case tried at every byte ran at 90 MB/s over code, where ``data:`` is
+    an annotation), and the next is looked for after a match as finditer looks."""
+    low = data.lower()
+    out: list[tuple[int, int]] = []
+    pos = low.find(b"data:")
+    while pos >= 0:
+        m = _DATA_URI.match(data, pos)
+        if m is not None:
+            out.append(m.span(1))
+            pos = m.end()
+        else:
+            pos += 1
+        pos = low.find(b"data:", pos)
+    return out
+
+
 def _dump_lines(data: bytes) -> list[tuple[int, int]]:
     """The hex dump lines: only the lines a hint was found in are tried."""
     hexes = data.translate(_HEX_TABLE)
@@ -217,7 +236,7 @@ def blob_spans(data: bytes) -> list[tuple[int, int]]:
         return []  # shorter than any blob: most events' texts
     spans = _base64_spans(data)
     if b"ata:" in data or b"ATA:" in data:  # data:, Data: or DATA: (the expression takes any case)
-        spans.extend((m.start(1), m.end(1)) for m in _DATA_URI.finditer(data))
+        spans.extend(_data_payloads(data))
     spans.extend(_dump_lines(data))
     spans.extend(_long_lines(data))
     if len(spans) < 2:

@@ -1,9 +1,12 @@
-"""Wrapped base64 blocks read in one match (retrieval/blobs.py): the block scan gives the spans of
-the rule as the module doc states it, run by run: every run of at least 40 characters of the
+"""The blob scans' fast paths (retrieval/blobs.py) held to the rules they stand for.
+
+Wrapped base64 blocks read in one match: the block scan gives the spans of the rule as the module
+doc states it, run by run: every run of at least 40 characters of the
 alphabet (and up to two "="), each joined to the next when a line break and indentation or
 quoting alone lie between them. The reference below is that rule written one run at a time (as
 the module did before it read a block's wrapped runs in one expression); random texts built of
-runs, padding and separators of every kind hold the two to each other."""
+runs, padding and separators of every kind hold the two to each other. ``data:`` URIs looked for
+where the lowered text holds ``data:``: the payloads of the expression's finditer."""
 
 from __future__ import annotations
 
@@ -134,3 +137,29 @@ def test_an_image_wrapped_at_76_columns_is_one_blob() -> None:
     assert blob_spans(text) == reference_spans(text)
     flat = f"image/png base64\n{image}\n".encode()
     assert blob_spans(flat) == [(17, 17 + len(image))] == reference_spans(flat)
+
+
+_URI_PIECES = (
+    "data:", "DATA:", "Data:", "dAtA:", "xdata:", "_data:", "-data:", "data:image/png;base64,",
+    "DATA:text/plain,", "data:application/json;charset=utf-8,", "data:image/svg+xml,",
+    "data: bytes", "(data:", '"', " ", "\n", "%3Csvg%20", "iVBORw0KGgoAAAANSUhEUg", "ata:", "ATA:",
+    "é", "<", "data:a/b,", "0123456789abcdef",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_data_payloads_are_the_expression_finditer(seed: int) -> None:
+    r = random.Random(seed)
+    for _ in range(500):
+        data = "".join(r.choice(_URI_PIECES) for _ in range(r.randrange(1, 16))).encode()
+        want = [m.span(1) for m in blobs._DATA_URI.finditer(data)]
+        assert blobs._data_payloads(data) == want, data
+
+
+def test_a_data_uri_in_any_case_and_one_inside_a_payload() -> None:
+    payload = "iVBORw0KGgoAAAANSUhEUgdata:image/png,AAAAAAAAAAAAAAAAAAAAAAA"
+    text = f"x dAtA:image/png;base64,{payload} y".encode()
+    assert blobs._data_payloads(text) == [(24, 24 + len(payload))]
+    assert blobs._data_payloads(b"metadata:image/png,AAAAAAAAAAAAAAAAAAAA") == []  # inside a word
+    uri = b"data:image/png,AAAAAAAAAAAAAAAAAAAA"
+    assert blobs._data_payloads(b"(" + uri + b")" + uri) == [(16, 36), (52, 72)]
