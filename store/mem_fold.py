@@ -257,10 +257,14 @@ def _text_words_native(
     # blank_blobs decides (a text's span holds the space after it, which may only make one more
     # text looked at). Blanking keeps every byte's place, so the bounds hold.
     hints = np.flatnonzero(np.frombuffer(blob_hints(data, bounds.tobytes()), dtype=np.uint8))
-    if hints.size:
-        buf = bytearray(data)
-        for i, at in zip(hints.tolist(), bounds[hints].tolist(), strict=True):
-            buf[at : at + len(parts[i])] = blank_blobs(parts[i])
+    buf: bytearray | None = None
+    for i, at in zip(hints.tolist(), bounds[hints].tolist(), strict=True):
+        blanked = blank_blobs(parts[i])
+        if blanked is not parts[i]:  # (it is the text itself when it holds no blob: most)
+            if buf is None:
+                buf = bytearray(data)  # the buffer copied once, and only when a blob is found
+            buf[at : at + len(parts[i])] = blanked
+    if buf is not None:
         data = bytes(buf)
     distinct, offsets, word, counts = memo.count_texts(table, translate(data), bounds.tobytes())
     ids = np.frombuffer(distinct, dtype=np.int64)
