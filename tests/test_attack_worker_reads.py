@@ -281,7 +281,10 @@ def test_analyze_read_says_each_file_it_did_not_read_and_analyses_the_others(
     os.mkfifo(root / "d" / "pipe.py")
     (root / "d" / "huge.py").write_bytes(b"z" * (MAX_FILE_BYTES + 1))
     (root / "d" / "bin.py").write_bytes(b"\0\1\2")
-    paths = ["d/bin.py", "d/huge.py", "d/m00.py", "d/nothere.py", "d/pipe.py", "link.py"]
+    full = b"w = 1\n" * (MAX_FILE_BYTES // 6) + b"#" * (MAX_FILE_BYTES % 6)
+    (root / "d" / "full.py").write_bytes(full)
+    paths = ["d/bin.py", "d/full.py", "d/huge.py", "d/m00.py", "d/nothere.py", "d/pipe.py",
+             "link.py"]  # fmt: skip
     with Beneath(root) as tree:
         ref = tree.ref()
     with Beneath(root) as holder:  # held open, as the session holds it
@@ -289,10 +292,13 @@ def test_analyze_read_says_each_file_it_did_not_read_and_analyses_the_others(
         for packed in (False, True):
             got = analyze_read(paths, ref, str(tmp_path / f"chunks{packed}"), packed)
             assert [a.skip for a in got.analyzed] == [
-                "binary", "too_large", None, "gone", "gone", "gone"
+                "binary", None, "too_large", None, "gone", "gone", "gone"
             ]  # fmt: skip
-            assert got.sizes == [3, MAX_FILE_BYTES + 1, len(_body("m00.py")), 0, 0, 0]
-            assert got.analyzed[2].packed == packed
+            assert got.sizes == [
+                3, MAX_FILE_BYTES, MAX_FILE_BYTES + 1, len(_body("m00.py")), 0, 0, 0
+            ]  # fmt: skip
+            assert got.analyzed[1].text_bytes == MAX_FILE_BYTES  # at the cap: read whole
+            assert got.analyzed[3].packed == packed
             assert (got.pairs is not None) == packed
             assert got.kept == {}
         # A record the store held when looked for: its bytes come back with it (not packed).
