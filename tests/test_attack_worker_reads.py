@@ -13,6 +13,7 @@ session (the worker follows it), and checks that the batch did go to a worker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import pickle
 from collections.abc import Callable
@@ -261,6 +262,10 @@ def test_reopen_is_the_directory_the_holder_opened_and_nothing_else(
         with Beneath.reopen(ref) as again:
             assert again.uses_openat2 == (how == "openat2")
             assert again.read("d/m00.py", 100) == _body("m00.py").encode()
+        # A holder that walks has its readers walk, openat2 here or not.
+        with Beneath.reopen(dataclasses.replace(ref, openat2=False)) as walking:
+            assert not walking.uses_openat2
+            assert walking.read("d/m00.py", 100) == _body("m00.py").encode()
         os.rename(root, tmp_path / "elsewhere")
         root.mkdir()
         with pytest.raises(RootMoved):
