@@ -222,22 +222,24 @@ async def test_a_batch_its_worker_fails_is_read_here_with_the_same_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, extra: int
 ) -> None:
     """os.getpid takes no arguments: the batch fails in its worker, and the session reads and
-    analyses it itself: a file exactly at the cap whole, one byte past it too large."""
+    analyses it itself: a file exactly at the cap whole, one byte past it too large, one removed
+    after its decision gone."""
     root = _repo(tmp_path)
     line = b"y = 'bilby'\n"
     full = line * (MAX_FILE_BYTES // len(line)) + b"#" * (MAX_FILE_BYTES % len(line) + extra)
 
     def grow() -> None:
         (root / "d" / "m01.py").write_bytes(full)
+        os.unlink(root / "d" / "m04.py")
 
     monkeypatch.setattr(_batches, "analyze_read", os.getpid)
     got, found, ran = await _build(tmp_path, root, monkeypatch, _on("d/m01.py", grow), packed=True)
     assert ran == ["getpid"]
-    assert len(got) == len(NAMES) + 1 - extra
+    assert len(got) == len(NAMES) - extra
     if extra:
-        assert _skips(found) == {"d/m01.py": "too_large"}
+        assert _skips(found) == {"d/m01.py": "too_large", "d/m04.py": "gone"}
     else:
-        assert found == []
+        assert _skips(found) == {"d/m04.py": "gone"}
         ((_, a, _),) = [g for g in got if g[0].path == "d/m01.py"]
         assert a.text_bytes == MAX_FILE_BYTES
 
