@@ -338,3 +338,22 @@ def test_analyze_read_says_each_file_it_did_not_read_and_analyses_the_others(
         again = analyze_read(["d/m00.py"], ref, str(tmp_path / "chunksFalse"), False)
         assert again.analyzed[0].record is None
         assert again.kept == {0: _body("m00.py").encode()}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-the-cap", "past-it"])
+async def test_a_small_refresh_read_in_the_session_keeps_the_same_cap(
+    tmp_path: Path, how: str, extra: int
+) -> None:
+    """Under the pool's threshold the session reads each file itself (read_file): the same cap
+    as the workers', a file exactly at it read whole and one byte past it too large."""
+    root = _repo(tmp_path)
+    (root / "d" / "m01.py").write_bytes(b"#" * (MAX_FILE_BYTES + extra))
+    found: list[TreeFound] = []
+    got = await read_and_analyze(
+        _stats(root), asyncio.get_running_loop().time() + 60.0, found,
+        root=root, guard=default_guard(root, data_dir=tmp_path / "data").without_asking(),
+        pool=None, chunks_dir=str(tmp_path / "chunks"), contention=Contention(lambda: 1.0),
+    )  # fmt: skip
+    assert _skips(found) == ({"d/m01.py": "too_large"} if extra else {})
+    assert ("d/m01.py" in [st.path for st, _, _ in got]) == (not extra)
