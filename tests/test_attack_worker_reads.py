@@ -346,14 +346,17 @@ async def test_a_small_refresh_read_in_the_session_keeps_the_same_cap(
     tmp_path: Path, how: str, extra: int
 ) -> None:
     """Under the pool's threshold the session reads each file itself (read_file): the same cap
-    as the workers', a file exactly at it read whole and one byte past it too large."""
+    as the workers', a file exactly at it read whole and one byte past it too large, one removed
+    since it was listed gone."""
     root = _repo(tmp_path)
     (root / "d" / "m01.py").write_bytes(b"#" * (MAX_FILE_BYTES + extra))
+    stats = _stats(root)
+    os.unlink(root / "d" / "m04.py")  # listed, then removed: gone
     found: list[TreeFound] = []
     got = await read_and_analyze(
-        _stats(root), asyncio.get_running_loop().time() + 60.0, found,
+        stats, asyncio.get_running_loop().time() + 60.0, found,
         root=root, guard=default_guard(root, data_dir=tmp_path / "data").without_asking(),
         pool=None, chunks_dir=str(tmp_path / "chunks"), contention=Contention(lambda: 1.0),
     )  # fmt: skip
-    assert _skips(found) == ({"d/m01.py": "too_large"} if extra else {})
+    assert _skips(found) == ({"d/m01.py": "too_large"} if extra else {}) | {"d/m04.py": "gone"}
     assert ("d/m01.py" in [st.path for st, _, _ in got]) == (not extra)
