@@ -214,8 +214,11 @@ class Engine:
             recorder=recorder,
         )
         system = ActorSystem()
-        # Workers import what they run once, as they start (bus/pool.py).
-        pool = ProcessPool(max_workers=workers, preload=["numpy", "nodwyn_retrieval.actors._work"])
+        # Workers import what they run once, as they start (bus/pool.py); each has a batch
+        # waiting in its pipe while it runs one, so it never waits for this process between two.
+        pool = ProcessPool(
+            max_workers=workers, preload=["numpy", "nodwyn_retrieval.actors._work"], ahead=1
+        )
         mpath = manifest_path(dirs.trees, top)
         snap = mpath.with_suffix(".snap")
         indexer = system.spawn(

@@ -23,16 +23,16 @@ from nodwyn_retrieval.actors._work import (
     MAX_FILE_BYTES,
     Analyzed,
     Contention,
-    analyze_batch,
     analyze_blob,
-    analyze_packed,
+    analyze_read,
     cpu_count,
+    read_beneath,
 )
 from nodwyn_retrieval.actors.messages import FileStat, Progress, TreeFound
 from nodwyn_retrieval.bus import ProcessPool
 from nodwyn_retrieval.errors import DeadlineExceeded, WorkerError
 from nodwyn_retrieval.guard import Guard, Verdict
-from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused
+from nodwyn_retrieval.guard.beneath import Beneath
 from nodwyn_retrieval.retrieval.tree import TreeBuilder
 
 __all__ = [
@@ -82,6 +82,8 @@ POST_FIXED_SECONDS = 0.3
 # Estimates of the work after the reads are taken this much larger, for what they do not see.
 MARGIN = 1.5
 READ_CONCURRENCY = 16  # files read at once
+# What a worker that reads a batch itself says of a file it did not read.
+_NOT_READ = frozenset({"gone", "too_large"})
 
 
 async def read_and_analyze(
@@ -155,47 +157,69 @@ async def read_and_analyze(
         return now < deadline and now + read_bytes * post_per_byte() < hard
 
     done: dict[int, tuple[FileStat, Analyzed, bytes]] = {}
-    batch: list[tuple[int, FileStat, bytes]] = []
+    batch: list[tuple[int, FileStat]] = []
     batch_bytes = 0
     pool_tasks: list[asyncio.Task[None]] = []
     queued = 0  # bytes in the batch being made, or sent to the pool and not back
     back = asyncio.Event()  # set as each batch comes back
 
-    async def analyse_batch(items: list[tuple[int, FileStat, bytes]], until: float) -> None:
+    async def analyse_batch(items: list[tuple[int, FileStat]], until: float) -> None:
         try:
             await analyse_sent(items, until)
         finally:
             nonlocal queued
-            queued -= sum(len(data) for _, _, data in items)
+            queued -= sum(st.size for _, st in items)
             back.set()
 
-    async def analyse_sent(items: list[tuple[int, FileStat, bytes]], until: float) -> None:
+    async def analyse_sent(items: list[tuple[int, FileStat]], until: float) -> None:
         if pool is None:  # pragma: no cover - batches are made only when there is a pool
             return
-        blobs = [(st.path, data) for _, st, data in items]
+        paths = [st.path for _, st in items]
+        # The worker reads the files itself, beneath the directory this call holds open: 131 MB
+        # of a big tree's text are not read here a thread hop a file, nor pickled through pipes.
         try:
-            if builder is not None:
-                res, pairs = await pool.run(analyze_packed, blobs, chunks_dir, deadline=until)
-                builder.add(
-                    [(i, st.path, a.key) for (i, st, _), a in zip(items, res, strict=True)
-                     if a.packed],
-                    pairs,
-                )  # fmt: skip
-            else:
-                res = await pool.run(analyze_batch, blobs, chunks_dir, deadline=until)
+            got = await pool.run(
+                analyze_read, paths, ref, chunks_dir, builder is not None, deadline=until
+            )
         except DeadlineExceeded:
             return  # not analysed in time: not read, for this refresh
         except WorkerError as e:
             log.warning("a worker failed on a batch (%s); analysing it here", e)
-            res = [analyze_blob(p, d, chunks_dir) for p, d in blobs]
-        nonlocal analysed
-        for (i, st, data), a in zip(items, res, strict=True):
+            await analyse_here(items)
+            return
+        if builder is not None and got.pairs is not None:
+            builder.add(
+                [(i, st.path, a.key) for (i, st), a in zip(items, got.analyzed, strict=True)
+                 if a.packed],
+                got.pairs,
+            )  # fmt: skip
+        for n, ((i, st), a) in enumerate(zip(items, got.analyzed, strict=True)):
+            if a.skip in _NOT_READ:
+                found.append(TreeFound(st, None, a.skip))
+                if progress is not None:
+                    progress.advance(0)
+                continue
             # A file whose postings are in the builder needs its bytes no more: the build
             # does not keep the whole tree's text until the reads end.
-            done[i] = (st, a, b"" if a.packed else data)
-            analysed += len(data)
-            if progress is not None:
-                progress.advance(len(data))
+            settle(i, st, a, got.kept.get(n, b""), got.sizes[n])
+
+    async def analyse_here(items: list[tuple[int, FileStat]]) -> None:
+        """A batch its worker could not do, read and analysed in this process."""
+        for i, st in items:
+            data = await read_file(tree, st.path)
+            if data is None or len(data) > MAX_FILE_BYTES:
+                found.append(TreeFound(st, None, "gone" if data is None else "too_large"))
+                if progress is not None:
+                    progress.advance(0)
+                continue
+            settle(i, st, analyze_blob(st.path, data, chunks_dir), data, len(data))
+
+    def settle(i: int, st: FileStat, a: Analyzed, data: bytes, size: int) -> None:
+        nonlocal analysed
+        done[i] = (st, a, data)
+        analysed += size
+        if progress is not None:
+            progress.advance(size)
 
     def flush() -> None:
         nonlocal batch, batch_bytes
@@ -211,7 +235,7 @@ async def read_and_analyze(
     reading: set[asyncio.Task[None]] = set()
 
     async def one(i: int, st: FileStat) -> None:
-        nonlocal batch_bytes, read_bytes, analysed, unread, queued
+        nonlocal batch_bytes, read_bytes, unread, queued
         unread -= st.size
         decision = await guard.check_read(st.path, st.size)
         if not decision.allowed:
@@ -219,6 +243,15 @@ async def read_and_analyze(
             found.append(TreeFound(st, None, skip))
             if progress is not None:
                 progress.advance(0)
+            return
+        if use_pool:
+            # Read by the worker the batch goes to (analyze_read), as listed until then.
+            read_bytes += st.size
+            batch.append((i, st))
+            batch_bytes += st.size
+            queued += st.size
+            if batch_bytes >= min(BATCH_BYTES, max(MIN_BATCH_BYTES, unread // shares)):
+                flush()
             return
         # A read in flight is not cancelled at the deadline (it takes milliseconds):
         # cancelling an open in a worker thread would leave its file open.
@@ -236,21 +269,13 @@ async def read_and_analyze(
             found.append(TreeFound(st, None, "gone" if data is None else "too_large"))
             if progress is not None:
                 progress.advance(0)
-        elif use_pool:
-            batch.append((i, st, data))
-            batch_bytes += len(data)
-            queued += len(data)
-            if batch_bytes >= min(BATCH_BYTES, max(MIN_BATCH_BYTES, unread // shares)):
-                flush()
         elif loop.time() < deadline:
-            done[i] = (st, analyze_blob(st.path, data, chunks_dir), data)
-            analysed += len(data)
-            if progress is not None:
-                progress.advance(len(data))
+            settle(i, st, analyze_blob(st.path, data, chunks_dir), data, len(data))
 
     try:
         # One descriptor of the root for the whole build: every read is resolved beneath it.
         tree = await asyncio.to_thread(Beneath, root)
+        ref = tree.ref()
     except OSError as e:
         log.info("cannot open the root %s: %s", root, e.strerror)
         found.extend(TreeFound(st, None, "gone") for st in stats)
@@ -301,19 +326,6 @@ async def read_and_analyze(
 
 
 async def read_file(tree: Beneath, rel: str) -> bytes | None:
-    """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file.
-
-    Read beneath the root without following a link at any component (guard/beneath.py): a
-    file or a directory on its way replaced by a link after the guard's decision is not
-    followed, and a FIFO or a device is not waited on (O_NONBLOCK) nor read.
-    """
-    try:
-        return await asyncio.to_thread(tree.read, rel, MAX_FILE_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
-        return None
-    except LinkRefused:
-        log.info("not read: %s has a link on its way (not followed)", rel)
-        return None
-    except OSError as e:
-        log.info("cannot read %s: %s", rel, e.strerror)
-        return None
+    """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file:
+    :func:`~actors._work.read_beneath` in a thread."""
+    return await asyncio.to_thread(read_beneath, tree, rel)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nodwyn_retrieval.bus._worker import past_deadline
 from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError
+from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused, RootRef
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.chunks import split_lines
@@ -37,14 +38,17 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "Analyzed",
     "Contention",
+    "ReadBatch",
     "analyze_batch",
     "analyze_blob",
     "analyze_packed",
+    "analyze_read",
     "chunk_lines",
     "cpu_seconds",
     "is_binary",
     "load_factor",
     "load_snapshot",
+    "read_beneath",
     "read_snapshot",
     "sched_times",
 ]
@@ -64,7 +68,9 @@ class Analyzed:
     path: str
     """The file, relative to the root."""
     skip: str | None
-    """"binary" or "not_utf8" when the file is not indexed; None when it is."""
+    """"binary" or "not_utf8" when the file is not indexed; None when it is. From a worker that
+    read the file itself (:func:`analyze_read`), also "gone" (not read: see :func:`read_beneath`)
+    or "too_large" (more than :data:`MAX_FILE_BYTES` when read)."""
     key: str = ""
     """The chunk store key of its redacted text."""
     record: FileRecord | None = None
@@ -165,6 +171,78 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
                      packed=True)
         )  # fmt: skip
     return out, pairs_of(recs)
+
+
+def read_beneath(tree: Beneath, rel: str) -> bytes | None:
+    """The file's bytes (at most 1 MiB + 1), or None when it is gone or not a regular file.
+
+    Read beneath the root without following a link at any component (guard/beneath.py): a
+    file or a directory on its way replaced by a link after the guard's decision is not
+    followed, and a FIFO or a device is not waited on (O_NONBLOCK) nor read.
+    """
+    try:
+        return tree.read(rel, MAX_FILE_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return None
+    except LinkRefused:
+        log.info("not read: %s has a link on its way (not followed)", rel)
+        return None
+    except OSError as e:
+        log.info("cannot read %s: %s", rel, e.strerror)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBatch:
+    """What a worker that read a batch itself sends back (:func:`analyze_read`)."""
+
+    analyzed: list[Analyzed]
+    """One a path, in order."""
+    sizes: list[int]
+    """The bytes read of each (0 for a file not read)."""
+    pairs: Pairs | None
+    """The postings of the files analysed, for a packed batch."""
+    kept: dict[int, bytes]
+    """The bytes of each file (by its index) whose record the store held when it was looked
+    for, not packed: the session reads that record, and analyses these bytes if it is gone."""
+
+
+def analyze_read(paths: list[str], root: RootRef, chunks_dir: str, packed: bool) -> ReadBatch:
+    """The files at paths read here, beneath root, then :func:`analyze_packed` (``packed``) or
+    :func:`analyze_batch` of those read: a worker's unit of work when it reads the files itself,
+    so that their bytes do not travel from the session through a pipe.
+
+    The session has decided every path with the guard; the read here is the one it would have
+    made (:func:`read_beneath`: no link followed at any component, a FIFO or a device neither
+    waited on nor read, at most 1 MiB + 1 bytes), beneath the very directory it holds open
+    (:meth:`~guard.beneath.Beneath.reopen` refuses any other: the session then reads the batch
+    itself). One :class:`Analyzed` a path, in order: "gone" or "too_large" for a file not read.
+    """
+    read: list[tuple[str, bytes]] = []
+    where: list[int] = []  # the index in paths of each file read
+    out: list[Analyzed | None] = []
+    sizes: list[int] = []
+    with Beneath.reopen(root) as tree:
+        for n, path in enumerate(paths):
+            data = read_beneath(tree, path)
+            sizes.append(0 if data is None else len(data))
+            if data is None or len(data) > MAX_FILE_BYTES:
+                out.append(Analyzed(path, "gone" if data is None else "too_large"))
+                continue
+            out.append(None)
+            where.append(n)
+            read.append((path, data))
+    pairs: Pairs | None = None
+    if packed:
+        made, pairs = analyze_packed(read, chunks_dir)
+    else:
+        made = analyze_batch(read, chunks_dir)
+    kept: dict[int, bytes] = {}
+    for n, a, (_, data) in zip(where, made, read, strict=True):
+        out[n] = a
+        if a.skip is None and a.record is None and not a.packed:
+            kept[n] = data
+    return ReadBatch([a for a in out if a is not None], sizes, pairs, kept)
 
 
 def _made(

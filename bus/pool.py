@@ -13,9 +13,11 @@ What the callers rely on:
   caller that knows work is coming: a search that never needs the pool never pays for processes.
   A worker is started when work finds none idle, up to ``max_workers``, and stays up for the next;
   ``preload`` names modules each worker imports once as it starts.
-* A deadline is kept on both sides. Work is handed to a worker only when one is free, so work
-  still waiting at its deadline is never started; the worker also checks the deadline before it
-  begins. The caller never waits past its deadline: work running then is left to finish, unseen.
+* A deadline is kept on both sides. Work is handed to a worker only when one is free (or, with
+  ``ahead``, when one has fewer than that many pieces queued behind the one it runs), so work
+  still waiting here at its deadline is never started; the worker also checks the deadline
+  before it begins, so neither is work queued in its pipe. The caller never waits past its
+  deadline: work running then is left to finish, unseen.
 * Errors come back as the library's, which pickle: a :class:`errors.RetrievalError` as itself,
   anything else as :class:`errors.WorkerError`, a dead worker as :class:`errors.WorkerCrashed`;
   the next run starts a fresh worker in its place.
@@ -63,23 +65,42 @@ class _Crashed(Exception):
 class _Worker:
     """One worker process and its pipe."""
 
-    __slots__ = ("proc",)
+    __slots__ = ("_turn", "broken", "inflight", "proc")
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
+        self.inflight = 0  # requests sent and not answered yet
+        self.broken = False  # an exchange failed: what is read next may be any request's
+        self._turn: asyncio.Future[None] | None = None  # done once the last request's answer is
 
     async def exchange(self, payload: bytes) -> bytes:
-        """Send one request and return the answer's body."""
+        """Send one request and return the answer's body. Requests sent while others are
+        unanswered queue in the worker's pipe; their answers come, and are read, in order."""
         stdin, stdout = self.proc.stdin, self.proc.stdout
         if stdin is None or stdout is None:  # pragma: no cover - always piped
             raise _Crashed
+        before, mine = self._turn, asyncio.get_running_loop().create_future()
+        self._turn = mine
+        self.inflight += 1
         try:
-            stdin.write(frame(payload))
+            stdin.write(frame(payload))  # (written at once, in the order of the calls)
             await stdin.drain()
+            if before is not None:
+                await before
+            if self.broken:
+                raise _Crashed
             head = await stdout.readexactly(HEADER)
             return await stdout.readexactly(int.from_bytes(head, "little"))
         except (asyncio.IncompleteReadError, ConnectionError) as e:
+            self.broken = True
             raise _Crashed from e
+        except BaseException:
+            self.broken = True  # cut off mid-exchange: the next answer read may be this one's
+            raise
+        finally:
+            self.inflight -= 1
+            if not mine.done():
+                mine.set_result(None)
 
     async def stop(self, grace: float = _STOP_GRACE) -> None:
         """Close its input (it leaves when idle), and kill it if it has not left after grace."""
@@ -111,18 +132,27 @@ class ProcessPool:
     Once used, a pool belongs to the event loop that used it.
     """
 
-    def __init__(self, max_workers: int | None = None, *, preload: Sequence[str] = ()) -> None:
+    def __init__(
+        self, max_workers: int | None = None, *, preload: Sequence[str] = (), ahead: int = 0
+    ) -> None:
         """``preload``: modules each worker imports as it starts, before its first work, so that
         the first work does not pay for them (numpy alone costs a worker a good part of a second).
+        ``ahead``: how many pieces of work may wait in a busy worker's pipe behind the one it
+        runs, so that it begins the next as soon as it is done instead of waiting for this
+        process to read its answer and send more (a build's batches: docs/benchmarks.md).
         """
         if max_workers is not None and max_workers < 1:
             raise BadInput(f"max_workers must be at least 1, got {max_workers}")
+        if ahead < 0:
+            raise BadInput(f"ahead must be at least 0, got {ahead}")
         self.max_workers = max_workers or os.cpu_count() or 1
         self.preload = tuple(preload)
+        self.ahead = ahead
         self._idle: list[_Worker] = []
         self._workers: set[_Worker] = set()
         self._running: set[asyncio.Task[bytes]] = set()
-        self._slots = asyncio.Semaphore(self.max_workers)  # held from the hand-over to the end
+        # Held from the hand-over to the end: one a worker, and those that may wait behind it.
+        self._slots = asyncio.Semaphore(self.max_workers * (1 + ahead))
         self._busy = 0
         self._started = False
         self._closed = False
@@ -215,7 +245,12 @@ class ProcessPool:
         """Hand the request to an idle worker (started if none is) and return its answer."""
         if not self._idle and self._starting is not None and not self._starting.done():
             await asyncio.shield(self._starting)  # a worker start() is creating: not one more
-        worker = self._idle.pop() if self._idle else await self._start()
+        if self._idle:
+            worker = self._idle.pop()
+        elif len(self._workers) < self.max_workers:
+            worker = await self._start()
+        else:  # every worker busy (ahead): queued behind the one with the least in hand
+            worker = min(self._workers, key=lambda w: w.inflight)
         try:
             body = await worker.exchange(payload)
         except BaseException:
@@ -223,7 +258,8 @@ class ProcessPool:
             self._workers.discard(worker)
             await asyncio.shield(worker.stop(grace=0))
             raise
-        self._idle.append(worker)
+        if not worker.inflight and worker in self._workers:
+            self._idle.append(worker)
         return body
 
     async def _start(self) -> _Worker:

@@ -15,6 +15,11 @@ read of a tree file goes through :class:`Beneath` instead, which never follows a
 
 Paths are relative POSIX paths as ``git ls-files`` lists them: an absolute path, an empty
 component, ``.`` or ``..`` is refused before any call (:class:`OutsideRoot`).
+
+Another process (a worker of the build) reads beneath the same root with :meth:`Beneath.reopen`
+of the :class:`RootRef` the holder gives it: the root opened again by its path, and refused
+(:class:`RootMoved`) unless it is the very directory the holder's descriptor names (the same
+device and inode; the holder keeps its descriptor open, so that inode cannot be another's).
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ import os
 import platform
 import stat as stat_mod
 import threading
+from dataclasses import dataclass
 
 __all__ = [
     "Beneath",
     "LinkRefused",
     "OutsideRoot",
+    "RootMoved",
+    "RootRef",
     "clean_relative",
     "openat2_available",
 ]
@@ -64,6 +72,22 @@ class OutsideRoot(OSError):
 
 class LinkRefused(OSError):
     """A component of the path is a symbolic link (or a step left the root): not followed."""
+
+
+class RootMoved(OSError):
+    """The directory at the root's path is no longer the one the holder of the root opened."""
+
+
+@dataclass(frozen=True, slots=True)
+class RootRef:
+    """The root a :class:`Beneath` holds, as another process can open it again: its path, the
+    device and inode of the directory its descriptor names, and whether its opens use openat2
+    (False: the walk; a test forces it, and the other process follows)."""
+
+    path: str
+    dev: int
+    ino: int
+    openat2: bool
 
 
 class _OpenHow(ctypes.Structure):
@@ -176,6 +200,27 @@ class Beneath:
         self._lock = threading.Lock()
         self._busy = 0  # opens under way: close() waits for the last one to close descriptors
         self._closing = threading.Event()
+
+    @classmethod
+    def reopen(cls, ref: RootRef) -> Beneath:
+        """The root ref names, opened again in this process (as its holder opens, openat2 or
+        the walk, the walk where openat2 is not here); :class:`RootMoved` when the directory at
+        its path is not the one the holder's descriptor names (renamed, replaced, a link
+        swapped in on the path to it)."""
+        tree = cls(ref.path, use_openat2=ref.openat2 and openat2_available())
+        st = os.fstat(tree._root_fd)
+        if (st.st_dev, st.st_ino) != (ref.dev, ref.ino):
+            tree.close()
+            raise RootMoved(errno.ESTALE, "the root is no longer the directory opened", ref.path)
+        return tree
+
+    def ref(self) -> RootRef:
+        """What another process needs to read beneath this same root (:meth:`reopen`)."""
+        with self._lock:
+            if self._closing.is_set():
+                raise ValueError("Beneath is closed")
+            st = os.fstat(self._root_fd)
+        return RootRef(self.root, st.st_dev, st.st_ino, self._use_openat2)
 
     @property
     def uses_openat2(self) -> bool:

@@ -96,10 +96,10 @@ def _held_pool(monkeypatch: pytest.MonkeyPatch, until: dict[str, float]) -> Proc
     pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     real_run = pool.run
 
-    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
-        at = max(until.get(p, 0.0) for p, _ in blobs)
+    async def run(fn: Any, paths: Any, *args: Any, **kw: Any) -> Any:
+        at = max(until.get(p, 0.0) for p in paths)
         await asyncio.sleep(max(0.0, at - asyncio.get_running_loop().time()))
-        return await real_run(fn, blobs, *args, **kw)
+        return await real_run(fn, paths, *args, **kw)
 
     monkeypatch.setattr(pool, "run", run)
     return pool

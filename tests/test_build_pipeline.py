@@ -159,7 +159,7 @@ async def test_a_batch_the_workers_fail_is_analysed_in_the_session(
     monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
     monkeypatch.setattr(_batches, "BATCH_BYTES", 4096)
     # os.getpid takes no arguments: every batch fails in its worker with a TypeError.
-    monkeypatch.setattr(_batches, "analyze_packed", os.getpid)
+    monkeypatch.setattr(_batches, "analyze_read", os.getpid)
     failed = await _build(repo, tmp_path / "d2", tmp_path / "c", 2)
     assert failed == here
     assert _snapshot(tmp_path / "d2").to_obj() == _snapshot(tmp_path / "d1").to_obj()

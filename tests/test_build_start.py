@@ -203,9 +203,9 @@ async def test_the_last_batches_are_smaller_and_every_file_is_indexed(
     sent: list[list[str]] = []
     real_run = pool.run
 
-    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
-        sent.append([p for p, _ in blobs])
-        return await real_run(fn, blobs, *args, **kw)
+    async def run(fn: Any, paths: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(list(paths))
+        return await real_run(fn, paths, *args, **kw)
 
     monkeypatch.setattr(pool, "run", run)
     try:
@@ -366,8 +366,8 @@ async def test_the_reads_wait_for_the_pool_once_they_are_far_enough_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch a file, three files' bytes ahead at most: while the first batch is held in the
-    pool, four files are read (the held one and three queued) and no more; once it is back every
-    file is read and indexed."""
+    pool, four files are sent to it to be read (the held one and three queued) and no more;
+    once it is back every file is read and indexed."""
     tree = Tree(tmp_path, files())
     size = len(body(0).encode())
     monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
@@ -375,15 +375,7 @@ async def test_the_reads_wait_for_the_pool_once_they_are_far_enough_ahead(
     monkeypatch.setattr(_batches, "MIN_BATCH_BYTES", 1)
     monkeypatch.setattr(_batches, "READ_AHEAD_BYTES", 3 * size)
     monkeypatch.setattr(_batches, "READ_CONCURRENCY", 1)
-    reads = 0
-    real_read = _batches.read_file
-
-    async def read(t: Any, rel: str) -> bytes | None:
-        nonlocal reads
-        reads += 1
-        return await real_read(t, rel)
-
-    monkeypatch.setattr(_batches, "read_file", read)
+    reads = 0  # files handed to the pool, each to be read by its worker
     pool = tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
     real_run = pool.run
     gate = asyncio.Event()
@@ -398,11 +390,13 @@ async def test_the_reads_wait_for_the_pool_once_they_are_far_enough_ahead(
         at_release.append(reads)
         gate.set()
 
-    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
+    async def run(fn: Any, paths: Any, *args: Any, **kw: Any) -> Any:
+        nonlocal reads
+        reads += len(paths)
         if not gate.is_set() and not at_release and not releasing:
             releasing.append(asyncio.ensure_future(release()))
         await gate.wait()  # every batch held until the reads are seen to wait
-        return await real_run(fn, blobs, *args, **kw)
+        return await real_run(fn, paths, *args, **kw)
 
     releasing: list[asyncio.Future[None]] = []
     monkeypatch.setattr(pool, "run", run)
@@ -498,9 +492,9 @@ async def test_each_batch_is_given_the_time_past_which_the_call_would_not_wait_f
     real_run = pool.run
     given: list[float] = []
 
-    async def run(fn: Any, blobs: Any, *args: Any, deadline: float, **kw: Any) -> Any:
+    async def run(fn: Any, paths: Any, *args: Any, deadline: float, **kw: Any) -> Any:
         given.append(deadline)
-        return await real_run(fn, blobs, *args, deadline=deadline, **kw)
+        return await real_run(fn, paths, *args, deadline=deadline, **kw)
 
     monkeypatch.setattr(pool, "run", run)
     try:

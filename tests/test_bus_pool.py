@@ -250,3 +250,58 @@ async def test_the_repr_shows_the_live_state(tmp_path: Path) -> None:
     await blocker
     await pool.close()
     assert repr(pool) == "<ProcessPool closed, max_workers=2, 0 busy>"
+
+
+# --- work queued ahead in a busy worker ------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_with_ahead_a_busy_worker_is_sent_the_next_work_and_answers_each_in_order(
+    tmp_path: Path,
+) -> None:
+    """One worker, one piece ahead: while it is held by the first work, the second is already
+    in its pipe (two in flight, where without ahead the second waits here), and every answer
+    goes to its own caller."""
+    release = tmp_path / "release"
+    async with ProcessPool(max_workers=1, ahead=1) as pool:
+        first = asyncio.create_task(pool.run(w.wait_for, str(release)))
+        await until_busy(pool)
+        second = asyncio.create_task(pool.run(w.square, 7))
+        for _ in range(200):
+            if sum(x.inflight for x in pool._workers) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sum(x.inflight for x in pool._workers) == 2
+        assert not second.done()  # it waits in the pipe behind the first
+        release.touch()
+        assert await first == "released"
+        assert await second == 49
+        got = await asyncio.gather(*(pool.run(w.square, i) for i in range(30)))
+        assert got == [i * i for i in range(30)]
+        assert len(pool.pids) == 1
+    async with ProcessPool(max_workers=1) as pool:  # without ahead: the second waits here
+        release.unlink()
+        first = asyncio.create_task(pool.run(w.wait_for, str(release)))
+        await until_busy(pool)
+        second = asyncio.create_task(pool.run(w.square, 7))
+        await asyncio.sleep(0.3)
+        assert sum(x.inflight for x in pool._workers) == 1
+        release.touch()
+        assert (await first, await second) == ("released", 49)
+
+
+@pytest.mark.asyncio
+async def test_with_ahead_a_worker_that_dies_fails_the_work_queued_behind_it_and_the_pool_recovers(
+) -> None:
+    async with ProcessPool(max_workers=1, ahead=1) as pool:
+        await pool.run(w.square, 1)
+        got = await asyncio.gather(
+            pool.run(w.kill_self), pool.run(w.square, 3), return_exceptions=True
+        )
+        assert [type(g) for g in got] == [WorkerCrashed, WorkerCrashed]
+        assert await pool.run(w.square, 5) == 25
+
+
+def test_ahead_must_be_at_least_zero() -> None:
+    with pytest.raises(BadInput, match="ahead must be at least 0"):
+        ProcessPool(1, ahead=-1)

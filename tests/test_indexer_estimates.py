@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from nodwyn_retrieval.actors import _batches, indexer
 from nodwyn_retrieval.bus import ProcessPool
+from nodwyn_retrieval.guard import DefaultGuard
 
 from tests.test_indexer_edges import (
     WORDS,
@@ -263,14 +264,27 @@ async def test_applying_keeps_the_files_whose_delta_with_their_own_documents_fit
 async def test_the_pools_work_is_not_waited_for_past_the_reads_share_of_the_bound(
     tree: Tree, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every file goes to the pool in one batch after the last read; the clock then says 55 s of
-    60 have passed (past the reads' 51): the batch is not waited for, and no file is read."""
+    """Every file goes to the pool in one batch once the last is decided (its worker reads them);
+    the clock then says 55 s of 60 have passed (past the reads' 51): the batch is not waited
+    for, and no file is read."""
     monkeypatch.setattr(_batches, "POOL_MIN_BYTES", 1)
     tree.pool = ProcessPool(max_workers=1, preload=["nodwyn_retrieval.actors._work"])
+    real_check = DefaultGuard.check_read
+    decided = 0
+
+    async def check_read(self: DefaultGuard, path: str, size: int) -> Any:
+        nonlocal decided
+        got = await real_check(self, path, size)
+        decided += 1
+        if decided == N:  # the last file decided: the clock jumps before its batch is sent
+            clock.offset = 55.0
+        return got
+
     try:
         async with tree.session() as actor:
             slowdown(monkeypatch, actor, 1.0)
-            LoopClock(monkeypatch, after=N, offset=55.0)
+            clock = LoopClock(monkeypatch, after=N + 1, offset=0.0)
+            monkeypatch.setattr(DefaultGuard, "check_read", check_read)
             cut = await index(actor, tree.stat(*tree.all()))
             monkeypatch.undo()
             rest = await index(actor, tree.stat(*tree.all()))
@@ -289,11 +303,11 @@ def second_file_held(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> ProcessPool
     real_run = pool.run
     let_go = asyncio.Event()
 
-    async def run(fn: Any, blobs: Any, *args: Any, **kw: Any) -> Any:
-        if [p for p, _ in blobs] == [name(1)]:
+    async def run(fn: Any, paths: Any, *args: Any, **kw: Any) -> Any:
+        if list(paths) == [name(1)]:
             await let_go.wait()
         try:
-            return await real_run(fn, blobs, *args, **kw)
+            return await real_run(fn, paths, *args, **kw)
         finally:
             let_go.set()
 
