@@ -45,21 +45,35 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS: dict[str, list[str]] = {
     "retrieval/analyze.py": [
         "test_analyze_edges.py",
+        "test_words_file.py",
         "test_analyze.py",
         "test_words_native.py",
         "test_words_native_rule.py",
         "test_tree_index.py",
         "test_adr_numbers.py",
     ],
+    "retrieval/bm25_packed.py": [
+        "test_bm25_packed.py",
+        "test_bm25_edges.py",
+        "test_fuzz_decoders.py",
+        "test_tree_native.py",
+    ],
     "retrieval/bm25.py": [
         "test_bm25_packed.py",
+        "test_tree_native.py",
         "test_bm25.py",
         "test_bm25_edges.py",
         "test_tree_index.py",
         "test_adr_numbers.py",
     ],
-    "retrieval/blobs.py": ["test_blobs_native.py", "test_blobs_edges.py", "test_blobs.py"],
+    "retrieval/blobs.py": [
+        "test_blobs_fast.py",
+        "test_blobs_native.py",
+        "test_blobs_edges.py",
+        "test_blobs.py",
+    ],
     "retrieval/chunks.py": [
+        "test_words_file.py",
         "test_chunks_edges.py",
         "test_chunks.py",
         "test_analyze.py",
@@ -73,6 +87,13 @@ TESTS: dict[str, list[str]] = {
         "test_repo_search.py",
         "test_conversation.py",
         "test_earlier.py",
+    ],
+    "retrieval/tree_build.py": [
+        "test_tree_native.py",
+        "test_build_pipeline.py",
+        "test_build_start.py",
+        "test_tree_segment.py",
+        "test_tree_kinds.py",
     ],
     "retrieval/tree.py": [
         "test_build_start.py",
@@ -92,7 +113,11 @@ TESTS: dict[str, list[str]] = {
         "test_words_native_rule.py",
     ],
     "guard/budget.py": ["test_budget_edges.py", "test_guard.py"],
-    "guard/beneath.py": ["test_beneath_edges.py", "test_link_swap.py"],
+    "guard/beneath.py": [
+        "test_beneath_edges.py",
+        "test_link_swap.py",
+        "test_attack_worker_reads.py",
+    ],
     "guard/decision.py": ["test_decision_edges.py", "test_guard.py"],
     "guard/denylist.py": ["test_denylist_globs.py", "test_denylist_defaults.py", "test_guard.py"],
     "guard/guard.py": ["test_guard_edges.py", "test_guard.py", "test_denylist_defaults.py"],
@@ -126,6 +151,7 @@ TESTS: dict[str, list[str]] = {
         "test_store_manifest.py",
     ],
     "store/chunkstore.py": [
+        "test_chunk_record_format.py",
         "test_store_chunkstore_edges.py",
         "test_chunkstore_packs.py",
         "test_store_chunkstore.py",
@@ -139,6 +165,7 @@ TESTS: dict[str, list[str]] = {
         "test_gc_packs.py",
     ],
     "store/codec.py": [
+        "test_store_codec_zstd.py",
         "test_store_codec_edges.py",
         "test_store_codec.py",
         "test_store_chunkstore.py",
@@ -248,6 +275,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "actors/_batches.py": [
         "test_batches_edges.py",
+        "test_attack_worker_reads.py",
         "test_work_edges.py",
         "test_build_pipeline.py",
         "test_indexer_estimates.py",
@@ -257,6 +285,7 @@ TESTS: dict[str, list[str]] = {
         "test_link_swap.py",
     ],
     "actors/_work.py": [
+        "test_attack_worker_reads.py",
         "test_build_start.py",
         "test_work_edges.py",
         "test_chunkstore_packs.py",
