@@ -26,7 +26,7 @@ from nodwyn_retrieval.actors._batches import read_and_analyze
 from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, Analyzed, Contention, analyze_read
 from nodwyn_retrieval.actors.messages import FileStat, TreeFound
 from nodwyn_retrieval.bus import ProcessPool
-from nodwyn_retrieval.guard import CheckResult, Verdict, beneath, default_guard
+from nodwyn_retrieval.guard import CheckResult, Verdict, default_guard
 from nodwyn_retrieval.guard.beneath import Beneath, RootMoved
 from nodwyn_retrieval.retrieval.tree import TreeBuilder
 from nodwyn_retrieval.store.chunkstore import ChunkStore
@@ -40,16 +40,6 @@ NAMES = tuple(f"m{i:02d}.py" for i in range(6))
 def _body(name: str) -> str:
     stem = name.removesuffix(".py")
     return f"def inside_{stem}():\n    return 'numbat {stem}'\n"
-
-
-@pytest.fixture(params=["openat2", "walk"])
-def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "openat2":
-        if not beneath.openat2_available():
-            pytest.skip("this kernel (or its seccomp filter) has no openat2")
-    else:
-        monkeypatch.setattr(beneath, "openat2_available", lambda: False)
-    return str(request.param)
 
 
 def _repo(tmp_path: Path) -> Path:

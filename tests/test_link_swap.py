@@ -34,17 +34,6 @@ INSIDE_BODY = "def inside_wombat():\n    return 'numbat'\n"
 OTHER_BODY = "def other_mole():\n    return 1\n"
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test once with openat2 and once with the walk it falls back to."""
-    if request.param == "openat2":
-        if not beneath.openat2_available():
-            pytest.skip("this kernel (or its seccomp filter) has no openat2")
-    else:
-        monkeypatch.setattr(beneath, "openat2_available", lambda: False)
-    return str(request.param)
-
-
 def _tree(tmp_path: Path, git_tree: bool = True) -> Path:
     # Only d/m00.py holds the words searched for, so it is the one result read live.
     files: dict[str, str | bytes] = {f"d/{n}": OTHER_BODY for n in NAMES}
