@@ -76,6 +76,15 @@ static inline int occ_add(Memo *m, int64_t f, unsigned char first) {
  * definition terms (chunk dc[i], table id dw[i], outside any first line) after every run; then
  * each chunk's (file id, count, count in the first line) in ascending file id. The bounds are
  * the caller's to check. 0, or -1 with the error set. */
+/* The pair of file id f at position at (its counts, then its counters cleared for the next chunk). */
+static inline void emit_pair(Memo *m, size_t at, int64_t f, int64_t *cnt, int64_t *cnt_first) {
+    m->pw[at] = f;
+    m->pb[at] = cnt[f];
+    m->pf[at] = cnt_first[f];
+    cnt[f] = 0;
+    cnt_first[f] = 0;
+}
+
 static int count_pairs(Memo *m, PyObject *table, const unsigned char *t, const int64_t *bd,
                        const int64_t *fe, size_t n_chunks, const int64_t *dc, const int64_t *dw,
                        size_t n_def, const unsigned char *sep) {
@@ -220,23 +229,13 @@ static int count_pairs(Memo *m, PyObject *table, const unsigned char *t, const i
         if (nt && (size_t)(hi - lo) < 4 * nt + 64) {
             for (int64_t f = lo; f <= hi; f++) {
                 if (!cnt[f]) continue;
-                m->pw[n_pairs] = f;
-                m->pb[n_pairs] = cnt[f];
-                m->pf[n_pairs] = cnt_first[f];
-                n_pairs++;
-                cnt[f] = 0;
-                cnt_first[f] = 0;
+                emit_pair(m, n_pairs++, f, cnt, cnt_first);
             }
         } else {
             sort_i64(touched, nt);
             for (size_t i = 0; i < nt; i++) {
                 int64_t f = touched[i];
-                m->pw[n_pairs] = f;
-                m->pb[n_pairs] = cnt[f];
-                m->pf[n_pairs] = cnt_first[f];
-                n_pairs++;
-                cnt[f] = 0;
-                cnt_first[f] = 0;
+                emit_pair(m, n_pairs++, f, cnt, cnt_first);
             }
         }
         m->offsets[c + 1] = (int64_t)n_pairs;
