@@ -23,16 +23,23 @@ import operator
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nodwyn_retrieval.actors._fastpath import guard_fingerprint, vouched
 from nodwyn_retrieval.actors._listing import Listing
+from nodwyn_retrieval.actors._plan import (
+    MAX_TREE_BYTES,
+    MAX_TREE_FILES,
+    Limits,
+    Plan,
+    Scan,
+    dirs_of,
+)
 from nodwyn_retrieval.actors._stat import Sig, lstat_all
 from nodwyn_retrieval.actors._watch import Changes, TreeWatch
 from nodwyn_retrieval.actors._watch import available as watch_available
-from nodwyn_retrieval.actors._work import MAX_FILE_BYTES, cpu_count
+from nodwyn_retrieval.actors._work import cpu_count
 from nodwyn_retrieval.actors.messages import (
     FileStat,
     Forget,
@@ -49,12 +56,10 @@ from nodwyn_retrieval.store.atomic import file_lock
 from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
 from nodwyn_retrieval.store.paths import git_repo
 
-__all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "RefresherActor"]
+__all__ = ["MAX_TREE_BYTES", "MAX_TREE_FILES", "SKIP_PREFIX", "Limits", "RefresherActor"]
 
 log = logging.getLogger("nodwyn_retrieval.actors.refresher")
 
-MAX_TREE_FILES = 20_000  # §2: a tree indexes at most 20,000 files
-MAX_TREE_BYTES = 128 << 20  # §2: and 128 MiB of text
 # A manifest entry whose key starts with this is a file looked at and not indexed (binary, not
 # UTF-8): it is not read again until it changes.
 SKIP_PREFIX = "!"
@@ -78,15 +83,6 @@ SAVE_SECONDS_PER_ENTRY = 1e-6
 ORDER_SECONDS_PER_FILE = 1e-5
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The §2 limits; tests lower them."""
-
-    files: int = MAX_TREE_FILES
-    bytes: int = MAX_TREE_BYTES
-    file_bytes: int = MAX_FILE_BYTES
-
-
 def _stat_all(root: Path, paths: list[str]) -> list[Sig | None]:
     """lstat of each path, its (size, mtime_ns, inode): None for what is gone or not a regular
     file (links are not followed). One call for the part, plain values back (actors/_stat.py)."""
@@ -97,62 +93,6 @@ def _file_stats(root: Path, paths: list[str]) -> list[FileStat]:
     """The FileStat of each of paths that is a regular file now, in order."""
     sigs = _stat_all(root, paths)
     return [FileStat(p, *sig) for p, sig in zip(paths, sigs, strict=True) if sig is not None]
-
-
-@dataclass
-class Plan:
-    """What a refresh will do before it reads anything."""
-
-    to_read: list[FileStat] = field(default_factory=list)
-    drop: dict[str, Entry | None] = field(default_factory=dict)
-    skipped: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("binary", "too_large", "not_utf8", "over_limit", "denied"), 0
-        )
-    )
-    over: bool = False
-    not_seen: int = 0
-    """Listed names not compared with the manifest yet (the full scan stopped at the deadline);
-    when the listing itself did not finish, the manifest's entries, which were not checked."""
-    unseen_from: str | None = None
-    """The first name not compared, when the scan stopped between two names."""
-
-
-@dataclass
-class _Scan:
-    """A full comparison of the tree with the manifest, made in steps that stop at a deadline.
-
-    A refresh that runs out of time in it keeps it, with what it has listed, stat-ed and compared,
-    and the next refresh goes on from there: what was compared was read or dropped by the refresh
-    that compared it, what was not is said as not seen yet. The watch, set when the listing is
-    complete, says which of the names compared already changed since (they are looked at again);
-    when it cannot say, the scan is finished as it is and the next refresh lists the tree again.
-    """
-
-    listing: Listing | None  # None: the names and their stats are given
-    names: list[str] = field(default_factory=list)  # the listing, sorted, once complete
-    given: dict[str, Sig | None] | None = None  # the stats, when given
-    at: int = 0  # names[:at] are stat-ed and compared
-    fs: dict[str, Sig | None] = field(default_factory=dict)
-    keep: set[str] = field(default_factory=set)  # the files the index holds, of names[:at]
-    n_bytes: int = 0
-    skipped: dict[str, int] = field(default_factory=lambda: Plan().skipped)
-    over: bool = False
-    stale: bool = False  # what the watch cannot account for happened during the scan
-    to_watch: list[str] = field(default_factory=list)  # directories to watch before the stats
-    watched: int = 0  # of them, watched
-    calls: int = 0
-
-
-def _dirs_of(paths: list[str]) -> set[str]:
-    """Every directory holding a listed file, and their parents up to the root ("")."""
-    dirs = {""}
-    for p in paths:
-        d = p.rpartition("/")[0]
-        while d and d not in dirs:
-            dirs.add(d)
-            d = d.rpartition("/")[0]
-    return dirs
 
 
 def _git_dir(root: Path) -> Path | None:
@@ -190,7 +130,7 @@ class RefresherActor(Actor):
         self._guard_fp = guard_fingerprint(guard)
         self.rebuilt = 0
         self._fs: dict[str, Sig | None] | None = None  # the listing as last stat-ed
-        self._scan: _Scan | None = None  # a full scan a refresh stopped in, to go on with
+        self._scan: Scan | None = None  # a full scan a refresh stopped in, to go on with
         self._pending: set[str] = set()
         self._extra: list[str] = []
         self._over = False
@@ -378,7 +318,7 @@ class RefresherActor(Actor):
             self._extra = extra
             listing = first or Listing(self.root, extra)
             listing.extra = list(extra)
-            scan = self._scan = _Scan(listing)
+            scan = self._scan = Scan(listing)
             return self._scan_step(scan, None, until)
         dirty = sorted((changes.touched | self._pending) & fs.keys())
         for p, st in zip(dirty, _stat_all(self.root, dirty), strict=True):
@@ -391,22 +331,22 @@ class RefresherActor(Actor):
             return self._classify_dirty(fs, dirty)
         # Another process wrote the manifest: the whole listing is compared with it again, from
         # the stats the watch keeps current.
-        scan = self._scan = _Scan(None, names=sorted(fs), given=fs)
+        scan = self._scan = Scan(None, names=sorted(fs), given=fs)
         return self._scan_step(scan, None, until)
 
-    def _listed(self, scan: _Scan, listing: Listing) -> None:
+    def _listed(self, scan: Scan, listing: Listing) -> None:
         """The listing is complete: sort it, and say which directories to watch."""
         self._bad_names = listing.bad_names
         names = sorted(listing.names)
         if self._watch is None and self._watch_wanted:
             self._start_watch(listing.in_git, listing.git_dir)
         if self._watch is not None and not self._watch.broken:
-            dirs = _dirs_of(names)
+            dirs = dirs_of(names)
             dirs.update(listing.extra)
             scan.to_watch = sorted(dirs)
         scan.names = names
 
-    def _watch_dirs(self, scan: _Scan, until: float) -> bool:
+    def _watch_dirs(self, scan: Scan, until: float) -> bool:
         """Watch every directory that holds a name, a part at a time; whether all are."""
         watch = self._watch
         dirs = scan.to_watch
@@ -421,7 +361,7 @@ class RefresherActor(Actor):
             watch.drain()  # what happened before the watches existed is in the stats below
         return True
 
-    def _scan_step(self, scan: _Scan, changes: Changes | None, until: float) -> Plan:
+    def _scan_step(self, scan: Scan, changes: Changes | None, until: float) -> Plan:
         """Go on with a full scan until it is done or until; the plan of what it compared."""
         plan = Plan()
         entries = self.manifest.entries
@@ -483,7 +423,7 @@ class RefresherActor(Actor):
         self._compare_all = False
         return plan
 
-    def _look_again(self, scan: _Scan, changes: Changes | None, plan: Plan) -> None:
+    def _look_again(self, scan: Scan, changes: Changes | None, plan: Plan) -> None:
         """Names a scan compared in an earlier refresh that changed since, or were not read."""
         prefix = scan.fs
         again = self._pending & prefix.keys()
@@ -521,7 +461,7 @@ class RefresherActor(Actor):
         plan.to_read.extend(sub.to_read)
         plan.drop.update(sub.drop)
 
-    def _compare(self, scan: _Scan, fs: dict[str, Sig | None], plan: Plan) -> None:
+    def _compare(self, scan: Scan, fs: dict[str, Sig | None], plan: Plan) -> None:
         """Compare a part of the sorted listing with the manifest, counting §2's limits in path
         order from where the scan is."""
         skipped = scan.skipped
