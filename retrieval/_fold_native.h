@@ -3,7 +3,7 @@
  * own functions (this file uses them: the slots, the arena, file ids) and before the tables of
  * methods that name these calls:
  *
- *   Memo.count_texts: the words of many texts in one call, with the memo shared with scan() and
+ *   Memo.count_texts: the words of many texts in one call, with the memo shared with record() and
  *                     the word rule of an ASCII run (ascii_words) with it;
  *   blob_hints:       which texts may hold a blob (retrieval.blobs.may_hold_blobs);
  *   postings_bytes:   a .mem's postings section.
@@ -11,7 +11,7 @@
 /* count_texts(table, tdata, bounds) -> (distinct, offsets, word, count), each bytes of native
  * int64: the words of many texts in one call (store.mem_fold). bounds: n_texts + 1 byte offsets
  * into tdata (translated as retrieval.words.translate does); each text's runs are cut as
- * bytes.split() cuts them and looked up as scan() looks them up (this memo, else the table), and
+ * bytes.split() cuts them and looked up as record() looks them up (this memo, else the table), and
  * each text's words counted: word[offsets[i]:offsets[i+1]] are text i's words as indices into
  * distinct (the table ids in order of first appearance), each once, in order of first
  * appearance in the text, with their counts beside them. */
@@ -54,7 +54,7 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
     for (size_t c = 0; c < n_texts; c++) {
         Py_ssize_t p = (Py_ssize_t)bd[c], end = (Py_ssize_t)bd[c + 1];
         size_t text_first = n_pairs;
-        /* 1. The text's runs, each run's slot fetched ahead (as scan() does). */
+        /* 1. The text's runs, each run's slot fetched ahead (as record() does). */
         Py_ssize_t got = cut_runs(m, t, p, end);
         if (got < 0) goto done;
         size_t nr = (size_t)got;

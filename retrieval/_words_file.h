@@ -3,7 +3,6 @@
  * rule's (table_code) and the fold's (may_hold_blob, in retrieval/_fold_native.h):
  *
  *   count_pairs:  a file's runs looked up and counted into (chunk, word) pairs;
- *   Memo.scan:    count_pairs of translated bytes whose chunks the caller gives;
  *   chunk_bounds: a file's lines and chunks (ADR 0050 §6), as retrieval/analyze.py's Python path
  *                 finds them (chunks.declaration_offsets_utf8, chunks.cut);
  *   Memo.record:  the file's lines, chunks, runs, words and pairs, and the record's arrays, in
@@ -254,50 +253,6 @@ done:
     Py_XDECREF(words);
     Py_XDECREF(word_id);
     return rc;
-}
-
-/* scan(table, tdata, bounds, first_ends, def_chunk, def_word)
- *   -> (distinct, offsets, word, body, first), each bytes of native int64.
- * bounds: n_chunks + 1 byte offsets into tdata (translated, cut at bytes.split()'s whitespace);
- * first_ends: n_chunks offsets (a chunk's first line ends there); def_chunk, def_word: the
- * definition terms' chunks and table word ids, counted after the runs, outside any first line. */
-static PyObject *Memo_scan(Memo *m, PyObject *args) {
-    PyObject *table;
-    Py_buffer data = {0}, bounds = {0}, first_ends = {0}, def_chunk = {0}, def_word = {0};
-    if (!PyArg_ParseTuple(args, "Oy*y*y*y*y*:scan", &table, &data, &bounds, &first_ends,
-                          &def_chunk, &def_word))
-        return NULL;
-    PyObject *result = NULL;
-    if (bounds.len % 8 || first_ends.len % 8 || def_chunk.len % 8 || def_word.len % 8 ||
-        bounds.len < 8 || def_chunk.len != def_word.len) {
-        PyErr_SetString(PyExc_ValueError, "scan: arrays of int64 of consistent lengths expected");
-        goto done;
-    }
-    size_t n_chunks = (size_t)bounds.len / 8 - 1;
-    if ((size_t)first_ends.len / 8 != n_chunks) {
-        PyErr_SetString(PyExc_ValueError, "scan: one first-line end a chunk expected");
-        goto done;
-    }
-    const int64_t *bd = bounds.buf;
-    for (size_t c = 0; c < n_chunks; c++) {
-        if (bd[c] < 0 || bd[c] > bd[c + 1] || bd[c + 1] > data.len) {
-            PyErr_SetString(PyExc_ValueError, "scan: chunk bounds out of order or range");
-            goto done;
-        }
-    }
-    if (count_pairs(m, table, data.buf, bd, first_ends.buf, n_chunks, def_chunk.buf,
-                    def_word.buf, (size_t)def_chunk.len / 8, SPLIT_SEP) < 0)
-        goto done;
-    result = Py_BuildValue("(NNNNN)", bytes_of(m->distinct ? m->distinct : m->offsets, m->n_distinct),
-                           bytes_of(m->offsets, n_chunks + 1), bytes_of(m->pw, m->n_pairs),
-                           bytes_of(m->pb, m->n_pairs), bytes_of(m->pf, m->n_pairs));
-done:
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&bounds);
-    PyBuffer_Release(&first_ends);
-    PyBuffer_Release(&def_chunk);
-    PyBuffer_Release(&def_word);
-    return result;
 }
 
 #define MIN_LINES 20 /* retrieval.chunks.MIN_LINES */

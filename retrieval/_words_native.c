@@ -16,10 +16,10 @@
  * A Memo belongs to one WordTable (retrieval/words.py keeps it beside the table, which is one a
  * thread) and is dropped with it. Runs longer than the table keeps are not kept here either.
  *
- * The conversation's fold (store.mem_fold, store.mem_encode) has its own calls beside scan(), in
- * retrieval/_fold_native.h, included below in this one translation unit; a file's pairs
- * (scan()) and its whole record in one call (record(), which also finds the file's lines and
- * chunks and cuts the runs from the untranslated bytes) are in retrieval/_words_file.h.
+ * The conversation's fold (store.mem_fold, store.mem_encode) has its own calls beside record(),
+ * in retrieval/_fold_native.h, included below in this one translation unit; a file's whole record
+ * in one call (record(), which also finds the file's lines and chunks and cuts the runs from the
+ * untranslated bytes) is in retrieval/_words_file.h.
  *
  * No numpy headers: arrays come in through the buffer protocol and go out as bytes of int64.
  */
@@ -416,12 +416,9 @@ static Py_ssize_t cut_runs(Memo *m, const unsigned char *t, Py_ssize_t p, Py_ssi
 #include "_words_rule.h" /* the word rule of an ASCII run, and the definition terms */
 
 #include "_fold_native.h" /* the fold's calls: count_texts, blob_hints, postings_bytes */
-#include "_words_file.h"  /* a file's pairs and record: Memo.scan, Memo.record, chunk_bounds */
+#include "_words_file.h"  /* a file's pairs and record: Memo.record, chunk_bounds */
 
 static PyMethodDef Memo_methods[] = {
-    {"scan", (PyCFunction)Memo_scan, METH_VARARGS,
-     "scan(table, tdata, bounds, first_ends, def_chunk, def_word) -> (distinct, offsets, word, "
-     "body, first): a file's pairs, each as bytes of native int64."},
     {"count_texts", (PyCFunction)Memo_count_texts, METH_VARARGS,
      "count_texts(table, tdata, bounds) -> (distinct, offsets, word, count): the words of many "
      "texts and their counts, each as bytes of native int64."},

@@ -8,17 +8,6 @@ class Memo:
     """The codes of the runs a word table gave, keyed by the runs' bytes."""
 
     def __init__(self) -> None: ...
-    def scan(
-        self,
-        table: WordTable,
-        tdata: bytes,
-        bounds: bytes,
-        first_ends: bytes,
-        def_chunk: bytes,
-        def_word: bytes,
-        /,
-    ) -> tuple[bytes, bytes, bytes, bytes, bytes]:
-        """A file's (distinct table ids, offsets, word, body, first), each as native int64."""
     def count_texts(
         self, table: WordTable, tdata: bytes, bounds: bytes, /
     ) -> tuple[bytes, bytes, bytes, bytes]:

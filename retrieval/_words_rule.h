@@ -1,6 +1,6 @@
 /* The word rule of retrieval/words.py in the compiled pass, in one translation unit with
  * retrieval/_words_native.c, which includes this file after the memo's own functions (this file
- * uses them: the slots, the arena, file ids, the table's multi) and before Memo.scan, which calls
+ * uses them: the slots, the arena, file ids, the table's multi) and before Memo.record, which calls
  * table_code for a run its memo does not hold:
  *
  *   ascii_words:      the words of an ASCII run seen for the first time, numbered into the table;
@@ -259,7 +259,7 @@ static int table_lists(PyObject *table, PyObject **words, PyObject **word_id) {
 /* definition_terms(table, names, prefix) -> (ids, counts), each bytes of native int64: the
  * definition terms of defined names (retrieval.analyze._definition_ids, in one call for a file's
  * names). names: a list of bytes; for each, its runs (its bytes translated as
- * retrieval.words.translate does, cut as bytes.split() cuts them) are looked up as scan() looks
+ * retrieval.words.translate does, cut as bytes.split() cuts them) are looked up as record() looks
  * them up, and each word of each run gives the term prefix + word, found in table.word_id or
  * appended to table.words and table.word_id right after the run's own words; a name's terms are
  * kept once each, in order of first appearance, as a tuple in table.defined (a name found there

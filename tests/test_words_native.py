@@ -322,30 +322,6 @@ def test_the_memo_goes_with_its_table() -> None:
     assert record.vocab == ("alpha", "omega")
 
 
-@native_only
-def test_the_compiled_pass_refuses_arrays_that_do_not_fit() -> None:
-    from nodwyn_retrieval.retrieval import _words_native
-
-    memo = _words_native.Memo()
-    table = W.WordTable()
-    i64 = np.asarray
-    with pytest.raises(ValueError, match="consistent lengths"):
-        memo.scan(table, b"a b", b"123", i64([0], "i8"), i64([], "i8"), i64([], "i8"))
-    with pytest.raises(ValueError, match="one first-line end a chunk"):
-        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([], "i8"), i64([], "i8"), i64([], "i8"))
-    with pytest.raises(ValueError, match="out of order or range"):
-        memo.scan(table, b"a b", i64([0, 9], "i8"), i64([3], "i8"), i64([], "i8"), i64([], "i8"))
-    with pytest.raises(ValueError, match="definition term"):
-        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([3], "i8"), i64([1], "i8"), i64([0], "i8"))
-    with pytest.raises(ValueError, match="definition term"):  # an id past the table's words
-        memo.scan(table, b"a b", i64([0, 3], "i8"), i64([3], "i8"), i64([0], "i8"), i64([9], "i8"))
-    none = i64([], "i8")
-    got = memo.scan(table, b"a b a", i64([0, 5], "i8"), i64([2], "i8"), none, none)
-    distinct, offsets, word, body, first = (np.frombuffer(b, dtype=np.int64).tolist() for b in got)
-    assert [table.words[i] for i in distinct] == ["a", "b"]
-    assert (offsets, word, body, first) == ([0, 2], [0, 1], [2, 1], [1, 0])
-
-
 def test_analyze_falls_back_to_python_without_the_compiled_pass(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
