@@ -350,37 +350,33 @@ class TreeBuilder:
                 pairs.word, pairs.doc, pairs.tf, len(batch_words), pairs.n_docs
             )
             counts = np.frombuffer(counts_b, dtype=np.int64)
-            self._files.extend(files)
-            self._n_chunks.append(pairs.n_chunks)
-            self._doc.append(np.frombuffer(docs_b, dtype=np.uint32) + np.uint32(self.n_docs))
-            self._word.append(np.repeat(gid32, counts))
-            self._tf.append(np.frombuffer(tfs_b, dtype=np.uint32))
-            self._starts.append(pairs.starts)
-            self._ends.append(pairs.ends)
-            self.n_docs += pairs.n_docs
-            self.n_pairs += len(pairs.doc)  # as given: what the add's CPU is priced by
-            self.cpu += time.thread_time() - t
-            return
-        n0 = len(ids)
-        new = [w for w in pairs.words if w not in ids]
-        ids.update(zip(new, range(n0, n0 + len(new)), strict=True))
-        gid = np.fromiter(map(ids.__getitem__, pairs.words), np.int64, len(pairs.words))
-        word = gid[pairs.word]
-        doc = pairs.doc.astype(np.int64)
-        # Sorted here by word and document, while the other pieces are still being made: the
-        # final sort (Segment.from_pairs) then meets sorted runs, which it merges in a fraction
-        # of the time of a sort. The runs stay sorted through finish's renumbering when a
-        # piece's files come in their order keys' order.
-        by = np.argsort(word * max(pairs.n_docs, 1) + doc, kind="stable")
+            doc = np.frombuffer(docs_b, dtype=np.uint32) + np.uint32(self.n_docs)
+            word = np.repeat(gid32, counts)
+            tf = np.frombuffer(tfs_b, dtype=np.uint32)
+        else:
+            n0 = len(ids)
+            new = [w for w in pairs.words if w not in ids]
+            ids.update(zip(new, range(n0, n0 + len(new)), strict=True))
+            gid = np.fromiter(map(ids.__getitem__, pairs.words), np.int64, len(pairs.words))
+            word64 = gid[pairs.word]
+            doc64 = pairs.doc.astype(np.int64)
+            # Sorted here by word and document, while the other pieces are still being made:
+            # the final sort (Segment.from_pairs) then meets sorted runs, which it merges in a
+            # fraction of the time of a sort. The runs stay sorted through finish's renumbering
+            # when a piece's files come in their order keys' order.
+            by = np.argsort(word64 * max(pairs.n_docs, 1) + doc64, kind="stable")
+            doc = _u32(doc64[by] + self.n_docs)  # 32 bits while they wait: half the memory
+            word = _u32(word64[by])
+            tf = pairs.tf[by]
         self._files.extend(files)
         self._n_chunks.append(pairs.n_chunks)
-        self._doc.append(_u32(doc[by] + self.n_docs))  # 32 bits while they wait: half the memory
-        self._word.append(_u32(word[by]))
-        self._tf.append(pairs.tf[by])
+        self._doc.append(doc)
+        self._word.append(word)
+        self._tf.append(tf)
         self._starts.append(pairs.starts)
         self._ends.append(pairs.ends)
         self.n_docs += pairs.n_docs
-        self.n_pairs += len(by)
+        self.n_pairs += len(pairs.doc)  # as given: what the add's CPU is priced by
         self.cpu += time.thread_time() - t
 
     def finish(self) -> TreeSegment:
