@@ -434,12 +434,74 @@ done:
     return result;
 }
 
+/* The blobs' first looks one by one (may_hold_blob's, in retrieval/_fold_native.h, which says
+ * whether any of them finds something): a bit for each shape of retrieval.blobs whose look finds
+ * something in p[0:n], so that blob_spans runs only those shapes (each finds nothing where its
+ * look does not): LOOK_BASE64 a run of BLOB_MIN_RUN of base64's alphabet, LOOK_DATA "ata:" or
+ * "ATA:", LOOK_DUMP a hex dump's hint, LOOK_LINE a line of BLOB_MIN_LINE bytes or more; 0 for a
+ * text shorter than BLOB_MIN_RUN. retrieval.blobs' LOOK_* are these bits; tests/test_blobs_looks.py
+ * holds each to the Python look of its shape. */
+#define LOOK_BASE64 1
+#define LOOK_DATA 2
+#define LOOK_DUMP 4
+#define LOOK_LINE 8
+
+static int blob_looks(const unsigned char *p, size_t n) {
+    if (n < BLOB_MIN_RUN) return 0;
+    int looks = 0;
+    for (const unsigned char *q = p + 3, *e = p + n; q < e;) {
+        const unsigned char *colon = memchr(q, ':', (size_t)(e - q));
+        if (!colon) break;
+        if (!memcmp(colon - 3, "ata", 3) || !memcmp(colon - 3, "ATA", 3)) {
+            looks |= LOOK_DATA;
+            break;
+        }
+        q = colon + 1;
+    }
+    if (n >= BLOB_MIN_LINE) {
+        for (const unsigned char *q = p, *e = p + n; q < e;) {
+            const unsigned char *nl = memchr(q, '\n', (size_t)(e - q));
+            const unsigned char *stop = nl ? nl : e;
+            if ((size_t)(stop - q) >= BLOB_MIN_LINE) {
+                looks |= LOOK_LINE;
+                break;
+            }
+            q = stop + 1;
+        }
+    }
+    if (class_run_end(p, n, 0, B_ALPHA, BLOB_MIN_RUN) < n) looks |= LOOK_BASE64;
+    const unsigned char hexblank = B_HEX | B_BLANK;
+    for (size_t at = 0; (at = class_run_end(p, n, at, hexblank, BLOB_HINT_MIN)) < n;) {
+        size_t s = at, e = at + 1;
+        while (s > 0 && (blob_class[p[s - 1]] & hexblank)) s--;
+        while (e < n && (blob_class[p[e]] & hexblank)) e++;
+        for (size_t i = s + 2; i < e; i++)
+            if ((blob_class[p[i]] & B_BLANK) && (blob_class[p[i - 1]] & B_HEX) &&
+                (blob_class[p[i - 2]] & B_HEX) &&
+                (dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
+                 dump_hint_at(p, n, i, 8, 2)))
+                return looks | LOOK_DUMP;
+        at = e;
+    }
+    return looks;
+}
+
+/* blob_looks(data) -> int: the bits of blob_looks for data (retrieval.blobs.LOOK_*). */
+static PyObject *blob_looks_py(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer data = {0};
+    if (!PyArg_ParseTuple(args, "y*:blob_looks", &data)) return NULL;
+    int looks = blob_looks(data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromLong(looks);
+}
+
 /* record(table, data, blanked, def_at, def_counts, def_word)
- *   -> (vocab, starts, ends, offsets, word, body, first), or None.
+ *   -> (vocab, starts, ends, offsets, word, body, first), or the blobs' looks (an int).
  * data: the file's UTF-8 bytes; its lines and chunks are found here (file_layout). blanked:
  * None, or data with its blobs blanked (retrieval.blobs.blank_blobs, the same length), whose
- * runs are then cut instead of data's; given None, a file that may hold a blob (may_hold_blob,
- * the fold's first looks) gets None back, for the caller to blank it and call again. The runs
+ * runs are then cut instead of data's; given None, a file that may hold a blob (blob_looks, the
+ * fold's first looks one by one) gets the looks' bits back (an int), for the caller to blank it
+ * with those shapes and call again. The runs
  * are cut at RAW_SEP, which is splitting retrieval.words.translate(data). def_at: where each
  * defined name begins in data, ascending; def_counts: how many definition terms each has;
  * def_word: their table ids, one name's after another's (Memo.definition_terms), each counted in
@@ -460,9 +522,9 @@ static PyObject *Memo_record(Memo *m, PyObject *args) {
         goto done;
     }
     if (blanked == Py_None) {
-        if (may_hold_blob(d, n)) {
-            result = Py_None;
-            Py_INCREF(result);
+        int looks = blob_looks(d, n);
+        if (looks) {
+            result = PyLong_FromLong(looks);
             goto done;
         }
     } else {

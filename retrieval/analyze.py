@@ -431,8 +431,9 @@ def _record_native(data: bytes, table: WordTable) -> FileRecord:
         def_word, def_counts = memo.definition_terms(table, [name for _, name in found], DEFINED)
         def_at = array("q", [at for at, _ in found]).tobytes()
     got = memo.record(table, data, None, def_at, def_counts, def_word)
-    if got is None:  # the file may hold a blob: its runs are cut from it blanked
-        got = memo.record(table, data, blank_blobs(data), def_at, def_counts, def_word)
+    if isinstance(got, int):  # the file may hold a blob: its runs are cut from it blanked, by
+        # the shapes whose first looks (got's bits) found something
+        got = memo.record(table, data, blank_blobs(data, got), def_at, def_counts, def_word)
     vocab, starts, ends, offsets, word, body, first = got
     return FileRecord(
         vocab=vocab,

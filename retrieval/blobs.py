@@ -38,7 +38,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["BLOBS_VERSION", "blank_blobs", "blob_spans", "may_hold_blobs"]
+__all__ = [
+    "ALL_LOOKS",
+    "BLOBS_VERSION",
+    "LOOK_BASE64",
+    "LOOK_DATA",
+    "LOOK_DUMP",
+    "LOOK_LINE",
+    "blank_blobs",
+    "blob_spans",
+    "may_hold_blobs",
+]
 
 BLOBS_VERSION = 2  # 2: dumps in groups of 8 digits or split by tabs; DATA: in capitals
 """Bumped whenever what is a blob changes: the words of an event or a file change with it."""
@@ -225,20 +235,40 @@ def may_hold_blobs(data: bytes) -> bool:
     return data.translate(_LINE_TABLE).find(_LINE_HINT) >= 0
 
 
-def blob_spans(data: bytes) -> list[tuple[int, int]]:
+# The shapes' first looks, one bit each: blob_spans(data, looks) runs only the shapes whose bit
+# is set. The compiled pass makes the four looks in one call (_words_native.blob_looks, the same
+# bits, held to the looks below by tests/test_blobs_looks.py), so that a file one shape's look
+# found something in is not translated and searched whole for the other three.
+LOOK_BASE64 = 1
+"""A run of MIN_RUN characters of base64's alphabet (``_base64_spans`` finds none without one)."""
+LOOK_DATA = 2
+"""``ata:`` or ``ATA:`` (no ``data:`` URI without one)."""
+LOOK_DUMP = 4
+"""A hex dump's hint (``_dump_lines`` tries no line without one)."""
+LOOK_LINE = 8
+"""A line of MIN_MINIFIED bytes or more (``_long_lines`` looks at no line without one)."""
+ALL_LOOKS = LOOK_BASE64 | LOOK_DATA | LOOK_DUMP | LOOK_LINE
+
+
+def blob_spans(data: bytes, looks: int = ALL_LOOKS) -> list[tuple[int, int]]:
     """The blobs of a text's UTF-8 bytes as ``(start, end)`` byte spans, sorted, not overlapping.
 
     Python's regular expressions run at about 40 MB/s over source code, so each shape is first
     looked for with ``bytes.translate`` and ``bytes.find`` (several hundred MB/s), and its
-    expression runs only over a text that may hold one: most files hold none.
+    expression runs only over a text that may hold one: most files hold none. ``looks`` leaves
+    out the shapes whose bit (``LOOK_*``) is clear, for a caller that made their first looks
+    already and found nothing there: the spans are then the same as with every shape.
     """
     if len(data) < MIN_RUN:
         return []  # shorter than any blob: most events' texts
-    spans = _base64_spans(data)
-    if b"ata:" in data or b"ATA:" in data:  # data:, Data: or DATA: (the expression takes any case)
+    spans = _base64_spans(data) if looks & LOOK_BASE64 else []
+    # data:, Data: or DATA: (the expression takes any case)
+    if looks & LOOK_DATA and (b"ata:" in data or b"ATA:" in data):
         spans.extend(_data_payloads(data))
-    spans.extend(_dump_lines(data))
-    spans.extend(_long_lines(data))
+    if looks & LOOK_DUMP:
+        spans.extend(_dump_lines(data))
+    if looks & LOOK_LINE:
+        spans.extend(_long_lines(data))
     if len(spans) < 2:
         return spans
     spans.sort()
@@ -252,9 +282,10 @@ def blob_spans(data: bytes) -> list[tuple[int, int]]:
     return merged
 
 
-def blank_blobs(data: bytes) -> bytes:
-    """data with every blob's bytes made spaces, its newlines kept: same length, same lines."""
-    spans = blob_spans(data)
+def blank_blobs(data: bytes, looks: int = ALL_LOOKS) -> bytes:
+    """data with every blob's bytes made spaces, its newlines kept: same length, same lines.
+    ``looks`` as :func:`blob_spans` takes it."""
+    spans = blob_spans(data, looks)
     if not spans:
         return data
     out = bytearray(data)

@@ -241,11 +241,14 @@ def pure_python() -> bool:
 
 
 try:  # the compiled line filter, built with retrieval.analyze's pass (retrieval/_words_native.c)
+    from nodwyn_retrieval.retrieval._words_native import definition_heads as _native_heads
     from nodwyn_retrieval.retrieval._words_native import definition_lines as _native_lines
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _native_lines = None  # type: ignore[assignment]
+    _native_heads = None  # type: ignore[assignment]
 if pure_python():
     _native_lines = None  # type: ignore[assignment]
+    _native_heads = None  # type: ignore[assignment]
 
 
 def definitions_utf8(data: bytes) -> list[tuple[int, bytes]]:
@@ -275,9 +278,26 @@ def _definition_lines(data: bytes, *, native: bool) -> list[int]:
 
 
 def _definitions_utf8(data: bytes, *, native: bool) -> list[tuple[int, bytes]]:
-    """definitions_utf8, its lines picked by the compiled filter or by the expression alone."""
+    """definitions_utf8, its lines picked by the compiled filter or by the expression alone.
+
+    The compiled pass also reads a ``def`` or ``class`` line's name itself
+    (``_words_native.definition_heads``: the expression's first alternative, which matches such
+    a line whatever follows), and the expression is tried only at the other lines."""
     found: list[tuple[int, bytes]] = []
     match = _DEFINITION.match
+    if native and _native_lines is not None and _native_heads is not None:
+        lines = _native_lines(data, _FIRST_WORDS_UTF8, _NOT_WORDS_UTF8)
+        starts = memoryview(lines).cast("q").tolist()
+        heads = memoryview(_native_heads(data, lines)).cast("q").tolist()
+        for line, at, end in zip(starts, heads[::2], heads[1::2], strict=True):
+            if at >= 0:
+                found.append((at, data[at:end]))
+                continue
+            m = match(data, line)
+            if m is not None:
+                g = m.lastindex or 0
+                found.append((m.start(g), m.group(g)))
+        return found
     for line in _definition_lines(data, native=native):
         m = match(data, line)
         if m is not None:
