@@ -116,10 +116,10 @@ static int count_pairs(Memo *m, PyObject *table, const unsigned char *t, const i
             if (!memo_find(m, run, n, h, &code)) {
                 if (!fetched) {
                     if (table_lists(table, &words, &word_id) < 0) goto done;
+                    if (words && !m->cur_multi && !(m->cur_multi = table_multi(table))) goto done;
                     fetched = 1;
                 }
-                if (table_code(table, run, n, words, word_id, &code) < 0) goto done;
-                if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
+                if (table_code_of(m, table, run, n, words, word_id, &code) < 0) goto done;
             }
             if (code >= 0) {
                 int64_t f = file_id(m, code, &distinct);
@@ -252,6 +252,7 @@ done:
     }
     Py_XDECREF(words);
     Py_XDECREF(word_id);
+    Py_CLEAR(m->cur_multi);
     return rc;
 }
 

@@ -57,6 +57,14 @@ typedef struct {
     size_t used;
     char *arena;
     size_t arena_len, arena_cap;
+    /* the table's word_id as far as this pass has asked it: a word's UTF-8 bytes (in the arena)
+     * -> its id, so that a word the table holds costs no str and no dict lookup (a table's ids
+     * never change: it only appends, and is replaced with its memo) */
+    Slot *w_slots;
+    size_t w_cap, w_used;
+    /* the table's multi list during a call of record() or definition_terms() (a new reference,
+     * dropped at its end), so that a run of several words does not look the attribute up */
+    PyObject *cur_multi;
     /* the word ids of multi[k], as the table's multi list gave them */
     int64_t *m_start, *m_size;
     size_t m_count, m_cap;
@@ -147,6 +155,8 @@ static int memo_rehash(Memo *m, size_t cap) {
     return 0;
 }
 
+/* The run p[0:n] (hash h) kept with its code: 1, or 0 when it is not kept (no room near its
+ * slot, MAX_PROBE), or -1 with MemoryError set. */
 static int memo_put(Memo *m, uint64_t h, const unsigned char *p, size_t n, int64_t code) {
     if ((m->used + 1) * 2 > m->cap && memo_rehash(m, m->cap ? m->cap * 2 : 1 << 16) < 0) return -1;
     if (m->arena_len + n > UINT32_MAX) return 0; /* never in practice: the table is bounded */
@@ -162,7 +172,7 @@ static int memo_put(Memo *m, uint64_t h, const unsigned char *p, size_t n, int64
     m->slots[j].len = (uint32_t)n;
     m->arena_len += n;
     m->used++;
-    return 0;
+    return 1;
 }
 
 /* The table's list of several-word runs (a new reference), or NULL with the error set. */
@@ -223,7 +233,9 @@ fail:
 }
 
 static void Memo_dealloc(Memo *m) {
+    Py_CLEAR(m->cur_multi);
     free(m->slots);
+    free(m->w_slots);
     free(m->arena);
     free(m->m_start);
     free(m->m_size);

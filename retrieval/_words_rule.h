@@ -1,10 +1,12 @@
 /* The word rule of retrieval/words.py in the compiled pass, in one translation unit with
  * retrieval/_words_native.c, which includes this file after the memo's own functions (this file
  * uses them: the slots, the arena, file ids, the table's multi) and before Memo.record, which calls
- * table_code for a run its memo does not hold:
+ * table_code_of for a run its memo does not hold:
  *
+ *   word_id_of:       a word's table id, through the memo's cache of the table's word_id;
  *   ascii_words:      the words of an ASCII run seen for the first time, numbered into the table;
- *   table_code:       a run's code from the table, else ascii_words, else the table's __missing__;
+ *   table_code_of:    a run's code from the table, else ascii_words, else the table's __missing__
+ *                     (table_code: the same without a memo, for the fold's count_texts);
  *   definition_terms: the definition terms of a file's defined names (Memo.definition_terms).
  */
 /* The word rule of retrieval/words.py for a run of ASCII bytes, done here without a call into
@@ -30,15 +32,78 @@
 #define MAX_TOKEN_WORDS 256 /* the words of one token are compared pairwise: at most this many */
 #define MAX_RUN_WORDS 512   /* the words of all a run's tokens */
 
-static int word_id_of(const unsigned char *w, size_t n, PyObject *words, PyObject *word_id,
-                      long long *out) {
+/* The id the memo's word cache keeps for the word w[0:n] (hash h) into *id: 1 when it keeps one. */
+static int word_cached(const Memo *m, const unsigned char *w, size_t n, uint64_t h, int64_t *id) {
+    if (!m->w_cap) return 0;
+    uint64_t head = head_of(w, n);
+    size_t j = h & (m->w_cap - 1);
+    for (int probes = 0; probes < MAX_PROBE; probes++) {
+        const Slot *sl = &m->w_slots[j];
+        if (!sl->hash) return 0;
+        if (sl->hash == h && sl->len == n && sl->head == head &&
+            (n <= 8 || memcmp(m->arena + sl->off + 8, w + 8, n - 8) == 0)) {
+            *id = sl->code;
+            return 1;
+        }
+        j = (j + 1) & (m->w_cap - 1);
+    }
+    return 0;
+}
+
+/* The word w[0:n] (hash h) and its table id kept in the memo's word cache, its bytes in the
+ * arena; left out, as memo_put leaves a run out, when no slot near its own is free. 0, or -1
+ * with MemoryError set. */
+static int word_cache_put(Memo *m, uint64_t h, const unsigned char *w, size_t n, int64_t id) {
+    if ((m->w_used + 1) * 2 > m->w_cap) {
+        size_t cap = m->w_cap ? m->w_cap * 2 : 1 << 15;
+        Slot *slots = calloc(cap, sizeof(Slot));
+        if (!slots) { PyErr_NoMemory(); return -1; }
+        for (size_t i = 0; i < m->w_cap; i++) {
+            Slot *sl = &m->w_slots[i];
+            if (!sl->hash) continue;
+            size_t j = sl->hash & (cap - 1), probes = 0;
+            while (slots[j].hash && ++probes < MAX_PROBE) j = (j + 1) & (cap - 1);
+            if (slots[j].hash) { m->w_used--; continue; }
+            slots[j] = *sl;
+        }
+        free(m->w_slots);
+        m->w_slots = slots;
+        m->w_cap = cap;
+    }
+    if (m->arena_len + n > UINT32_MAX) return 0;
+    if (grow((void **)&m->arena, &m->arena_cap, m->arena_len + n, 1) < 0) return -1;
+    size_t j = h & (m->w_cap - 1), probes = 0;
+    while (m->w_slots[j].hash && ++probes < MAX_PROBE) j = (j + 1) & (m->w_cap - 1);
+    if (m->w_slots[j].hash) return 0;
+    memcpy(m->arena + m->arena_len, w, n);
+    m->w_slots[j] = (Slot){h, id, head_of(w, n), (uint32_t)m->arena_len, (uint32_t)n};
+    m->arena_len += n;
+    m->w_used++;
+    return 0;
+}
+
+/* The table id of the ASCII word w[0:n]: the memo's word cache's (m, when given), else
+ * table.word_id's, else a new one appended to table.words and table.word_id; then kept in the
+ * cache. */
+static int word_id_of(Memo *m, const unsigned char *w, size_t n, PyObject *words,
+                      PyObject *word_id, long long *out) {
+    uint64_t h = 0;
+    if (m) {
+        int64_t id;
+        h = hash_bytes(w, n);
+        if (word_cached(m, w, n, h, &id)) {
+            *out = id;
+            return 0;
+        }
+    }
     PyObject *word = PyUnicode_DecodeASCII((const char *)w, (Py_ssize_t)n, NULL);
     if (!word) return -1;
     PyObject *got = PyDict_GetItemWithError(word_id, word); /* borrowed */
     if (got) {
         *out = PyLong_AsLongLong(got);
         Py_DECREF(word);
-        return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+        if (*out == -1 && PyErr_Occurred()) return -1;
+        return m ? word_cache_put(m, h, w, n, *out) : 0;
     }
     if (PyErr_Occurred()) { Py_DECREF(word); return -1; }
     Py_ssize_t id = PyList_GET_SIZE(words);
@@ -48,7 +113,25 @@ static int word_id_of(const unsigned char *w, size_t n, PyObject *words, PyObjec
     Py_DECREF(idobj);
     Py_DECREF(word);
     *out = id;
+    if (rc == 0 && m) rc = word_cache_put(m, h, w, n, id);
     return rc;
+}
+
+/* The ids of the table's multi[k] (k the memo's m_count: the one just appended) copied into the
+ * memo as memo_sync_multi would copy them from the tuple. 0, or -1 with MemoryError set. */
+static int memo_add_multi(Memo *m, const long long *ids, size_t ni) {
+    size_t k = m->m_count;
+    if (grow((void **)&m->m_start, &m->m_cap, k + 1, sizeof(int64_t)) < 0) return -1;
+    int64_t *p = realloc(m->m_size, m->m_cap * sizeof(int64_t));
+    if (!p) { PyErr_NoMemory(); return -1; }
+    m->m_size = p;
+    if (grow((void **)&m->m_flat, &m->m_flat_cap, m->m_flat_len + ni, sizeof(int64_t)) < 0)
+        return -1;
+    m->m_start[k] = (int64_t)m->m_flat_len;
+    m->m_size[k] = (int64_t)ni;
+    for (size_t i = 0; i < ni; i++) m->m_flat[m->m_flat_len++] = ids[i];
+    m->m_count = k + 1;
+    return 0;
 }
 
 static inline int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
@@ -132,8 +215,8 @@ static int token_words(Found *f, const unsigned char *r, size_t a, size_t b) {
     return 1;
 }
 
-static int ascii_words(PyObject *table, PyObject *key, const unsigned char *run, size_t n,
-                       PyObject *words, PyObject *word_id, int64_t *code) {
+static int ascii_words(Memo *m, PyObject *table, PyObject *key, const unsigned char *run,
+                       size_t n, PyObject *words, PyObject *word_id, int64_t *code) {
     if (n == 0 || n > MAX_RULE_RUN) return 0;
     unsigned char low[MAX_RULE_RUN];
     for (size_t i = 0; i < n; i++) {
@@ -141,8 +224,7 @@ static int ascii_words(PyObject *table, PyObject *key, const unsigned char *run,
         if (!is_word_byte(c) && c != '-') return 0;
         low[i] = is_upper(c) ? (unsigned char)(c + ('a' - 'A')) : c;
     }
-    Found *f = malloc(sizeof(Found));
-    if (!f) { PyErr_NoMemory(); return -1; }
+    Found found, *f = &found; /* 2 KB, on the stack: a malloc a new run was a tenth of its cost */
     f->n = f->first = 0;
     f->low = low;
     /* The tokens of words._TOKEN: \w+(?:-\w+)*, each then stripped of "_" and "-". */
@@ -157,24 +239,20 @@ static int ascii_words(PyObject *table, PyObject *key, const unsigned char *run,
         size_t a = p, b = e;
         while (a < b && (run[a] == '_' || run[a] == '-')) a++;
         while (b > a && (run[b - 1] == '_' || run[b - 1] == '-')) b--;
-        if (a < b && !token_words(f, run, a, b)) { free(f); return 0; }
+        if (a < b && !token_words(f, run, a, b)) return 0;
         p = e;
     }
     long long ids[MAX_RUN_WORDS];
     size_t ni = f->n;
-    for (size_t k = 0; k < ni; k++) {
-        if (word_id_of(low + f->start[k], f->len[k], words, word_id, &ids[k]) < 0) {
-            free(f);
-            return -1;
-        }
-    }
-    free(f);
+    for (size_t k = 0; k < ni; k++)
+        if (word_id_of(m, low + f->start[k], f->len[k], words, word_id, &ids[k]) < 0) return -1;
     long long v = -1; /* retrieval.words.NO_WORDS */
     if (ni == 1) {
         v = ids[0];
     } else if (ni > 1) {
-        PyObject *multi = table_multi(table);
+        PyObject *multi = m && m->cur_multi ? m->cur_multi : table_multi(table);
         if (!multi) return -1;
+        if (multi == (m ? m->cur_multi : NULL)) Py_INCREF(multi);
         PyObject *tup = PyTuple_New((Py_ssize_t)ni);
         if (!tup) { Py_DECREF(multi); return -1; }
         for (size_t k = 0; k < ni; k++) {
@@ -182,18 +260,27 @@ static int ascii_words(PyObject *table, PyObject *key, const unsigned char *run,
             if (!o) { Py_DECREF(tup); Py_DECREF(multi); return -1; }
             PyTuple_SET_ITEM(tup, (Py_ssize_t)k, o);
         }
-        v = -2 - (long long)PyList_GET_SIZE(multi);
+        size_t k = (size_t)PyList_GET_SIZE(multi);
+        v = -2 - (long long)k;
         int rc = PyList_Append(multi, tup);
         Py_DECREF(tup);
         Py_DECREF(multi);
         if (rc < 0) return -1;
+        /* the memo's copy of multi, when it holds every tuple before this one: this one's ids */
+        if (m && m->m_count == k && memo_add_multi(m, ids, ni) < 0) return -1;
     }
     if (n <= MAX_KEPT_RUN) {
-        PyObject *cobj = PyLong_FromLongLong(v);
-        if (!cobj) return -1;
-        int rc = PyDict_SetItem(table, key, cobj);
-        Py_DECREF(cobj);
-        if (rc < 0) return -1;
+        /* Kept by the memo when there is one (the run is then in the table's own memo, the two
+         * being one table: retrieval.words.WordTable.full counts both), else in the table. */
+        int kept = m ? memo_put(m, hash_bytes(run, n), run, n, v) : 0;
+        if (kept < 0) return -1;
+        if (!kept) {
+            PyObject *cobj = PyLong_FromLongLong(v);
+            if (!cobj) return -1;
+            int rc = PyDict_SetItem(table, key, cobj);
+            Py_DECREF(cobj);
+            if (rc < 0) return -1;
+        }
     }
     *code = v;
     return 1;
@@ -202,25 +289,30 @@ static int ascii_words(PyObject *table, PyObject *key, const unsigned char *run,
 /* The code of a run the memo does not keep: the table's (a dict lookup, no call into Python),
  * else the word rule's for an ASCII run (ascii_words), else the table's own lookup, whose
  * __missing__ expands the run. words and word_id are the table's, fetched by the caller (NULL
- * when the table is not a dict with them: then only its own lookup is asked). -1 with the error
+ * when the table is not a dict with them: then only its own lookup is asked). Given a memo (m),
+ * the run's code is kept there by this call (a run up to MAX_KEPT_RUN bytes, when it has room);
+ * one the word rule expanded here is then not kept in the table as well (only where the memo
+ * has no room), which saved a bytes object, an int and a dict entry a new run. Without one
+ * (table_code), the caller keeps it in its memo and the table keeps it too. -1 with the error
  * set, else 0. */
-static int table_code(PyObject *table, const unsigned char *run, size_t n, PyObject *words,
-                      PyObject *word_id, int64_t *code) {
+static int table_code_of(Memo *m, PyObject *table, const unsigned char *run, size_t n,
+                         PyObject *words, PyObject *word_id, int64_t *code) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)run, (Py_ssize_t)n);
     if (!key) return -1;
     long long v = 0;
-    int done_here = 0;
+    int done_here = 0, got_from_table = 0;
     if (words) {
         PyObject *got = PyDict_GetItemWithError(table, key); /* borrowed */
         if (got) {
             v = PyLong_AsLongLong(got);
-            done_here = 1;
+            done_here = got_from_table = 1;
         } else if (!PyErr_Occurred()) {
             int64_t c64 = 0;
-            done_here = ascii_words(table, key, run, n, words, word_id, &c64);
+            done_here = ascii_words(m, table, key, run, n, words, word_id, &c64);
             v = c64;
         }
     }
+    int in_memo = done_here == 1 && !got_from_table;
     if (done_here == 0 && !PyErr_Occurred()) {
         PyObject *got = PyObject_GetItem(table, key); /* __missing__ expands the run */
         if (got) {
@@ -230,8 +322,17 @@ static int table_code(PyObject *table, const unsigned char *run, size_t n, PyObj
     }
     Py_DECREF(key);
     if (PyErr_Occurred()) return -1;
+    /* ascii_words kept its run in the memo; a code the table gave is kept there here */
+    if (m && !in_memo && n <= MAX_KEPT_RUN && memo_put(m, hash_bytes(run, n), run, n, v) < 0)
+        return -1;
     *code = v;
     return 0;
+}
+
+/* table_code_of without a memo's caches (the fold's count_texts, retrieval/_fold_native.h). */
+static int table_code(PyObject *table, const unsigned char *run, size_t n, PyObject *words,
+                      PyObject *word_id, int64_t *code) {
+    return table_code_of(NULL, table, run, n, words, word_id, code);
 }
 
 /* The table's words and word_id into *words, *word_id (new references), when the table is a
@@ -285,6 +386,7 @@ static PyObject *Memo_definition_terms(Memo *m, PyObject *args) {
                                          "defined are a list and two dicts");
         goto done;
     }
+    if (!m->cur_multi && !(m->cur_multi = table_multi(table))) goto done;
     for (Py_ssize_t i = 0; i < n_names; i++) {
         PyObject *name = PyList_GET_ITEM(names, i);
         if (!PyBytes_Check(name)) {
@@ -318,10 +420,9 @@ static PyObject *Memo_definition_terms(Memo *m, PyObject *args) {
                 size_t n = p - s0;
                 uint64_t h = hash_bytes(buf + s0, n);
                 int64_t code = 0;
-                if (!memo_find(m, buf + s0, n, h, &code)) {
-                    if (table_code(table, buf + s0, n, words, word_id, &code) < 0) goto done;
-                    if (n <= MAX_KEPT_RUN && memo_put(m, h, buf + s0, n, code) < 0) goto done;
-                }
+                if (!memo_find(m, buf + s0, n, h, &code) &&
+                    table_code_of(m, table, buf + s0, n, words, word_id, &code) < 0)
+                    goto done;
                 int64_t one = code, n_ids = 1;
                 const int64_t *ids = &one;
                 if (code == -1) continue;
@@ -388,6 +489,7 @@ static PyObject *Memo_definition_terms(Memo *m, PyObject *args) {
     result = Py_BuildValue("(NN)", bytes_of(out.ids ? out.ids : counts, out.n),
                            bytes_of(counts, (size_t)n_names));
 done:
+    Py_CLEAR(m->cur_multi);
     Py_XDECREF(words);
     Py_XDECREF(word_id);
     Py_XDECREF(defined);

@@ -274,7 +274,10 @@ class WordTable(dict[bytes, int]):
         """A defined name → the ids of its words' definition terms (retrieval.analyze)."""
         self.native: Memo | None = None
         """The compiled pass's own memo of this table's runs (retrieval.analyze), made at its first
-        use: it only ever caches what this dict answers, so it lives and is dropped with it."""
+        use, and dropped with it. It holds what this dict answered, and the runs the compiled
+        pass's word rule expanded itself, which this dict does not hold (a lookup here expands
+        such a run again, to the same word ids: the words and their numbering are this
+        table's)."""
         self._flat: tuple[I64, I64, I64] | None = None
         """multi as arrays (start, size, flat), with room to grow: see multi_arrays()."""
         self._flat_count = 0
@@ -353,8 +356,12 @@ class WordTable(dict[bytes, int]):
 
     @property
     def full(self) -> bool:
-        """Whether the table has passed its bound and the next call should start a new one."""
-        return max(len(self), len(self.words), len(self.multi), len(self.defined)) > _MEMO_LIMIT
+        """Whether the table has passed its bound and the next call should start a new one.
+
+        The runs the compiled pass expanded are kept in its memo (:attr:`native`) rather than in
+        this dict as well, so both are counted."""
+        runs = len(self) if self.native is None else max(len(self), self.native.size())
+        return max(runs, len(self.words), len(self.multi), len(self.defined)) > _MEMO_LIMIT
 
 
 _local = threading.local()

@@ -85,7 +85,8 @@ def _through_record(runs: list[bytes]) -> CountingTable:
     data = b" ".join(runs)
     none = np.zeros(0, dtype=np.int64).tobytes()
     # The text given as its own blanked form: no blob is looked for, every run is looked up.
-    native.Memo().record(table, data, data, none, none, none)
+    table.native = native.Memo()
+    table.native.record(table, data, data, none, none, none)
     return table
 
 
@@ -96,11 +97,25 @@ def _through_python(runs: list[bytes]) -> WordTable:
     return table
 
 
-def _same(got: WordTable, want: WordTable) -> None:
+def _same(got: WordTable, want: WordTable, runs: list[bytes]) -> None:
     assert got.words == want.words
     assert got.word_id == want.word_id
     assert got.multi == want.multi
-    assert dict(got) == dict(want)
+    if got.native is None:  # count_texts: the runs kept in the table as __missing__ keeps them
+        assert dict(got) == dict(want)
+        return
+    # record: a run the compiled rule expanded is kept in the memo only; the table holds the
+    # runs its own expansion was asked for, with the codes the Python path gives them ...
+    kept = dict(got)
+    assert set(kept) <= set(want)
+    assert all(kept[run] == want[run] for run in kept)
+    assert isinstance(got, CountingTable)
+    assert set(kept) == {run for run in got.asked if len(run) <= 128}  # before the lookups
+    assert got.native.size() == len({run for run in runs if len(run) <= 128})
+    assert got.full is False
+    # ... and a lookup of the others expands them again, to the same words under the same ids.
+    assert [got.ids(got[run]) for run in runs] == [want.ids(want[run]) for run in runs]
+    assert got.words == want.words
 
 
 def _runs_of(names: list[str]) -> list[bytes]:
@@ -111,10 +126,11 @@ def _runs_of(names: list[str]) -> list[bytes]:
 def test_hostile_names_give_the_python_rules_table(through: object) -> None:
     runs = _runs_of(hostile_names())
     got = through(runs)  # type: ignore[operator]
-    _same(got, _through_python(runs))
+    asked = list(got.asked)
+    _same(got, _through_python(runs), runs)
     # The compiled rule did the ASCII runs itself: Python was asked only for what it leaves to it
     # (a byte past ASCII, a run past 1,024 bytes, a token of more than 256 words).
-    for run in got.asked:
+    for run in asked:
         assert not run.isascii() or len(run) > 1024 or run.count(b"_") + run.count(b"-") >= 128
 
 
@@ -122,7 +138,7 @@ def test_hostile_names_give_the_python_rules_table(through: object) -> None:
 def test_random_ascii_runs_give_the_python_rules_table(seed: int) -> None:
     runs = random_runs(seed, 6000)
     got = _through_count_texts(runs)
-    _same(got, _through_python(runs))
+    _same(got, _through_python(runs), runs)
     assert not got.asked  # every one of these is the compiled rule's own
 
 
@@ -203,3 +219,22 @@ def test_definition_terms_refuses_what_is_not_a_name() -> None:
         native.Memo().definition_terms(table, ["text"], DEFINED)
     with pytest.raises(TypeError):
         native.Memo().definition_terms(table, (b"x",), DEFINED)
+
+
+def test_the_runs_kept_in_the_memo_count_toward_the_tables_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run the compiled rule expanded is kept in the memo, not in the table's dict: the table's
+    bound counts the memo's runs, or a pass over distinct runs of few words would never replace
+    its table."""
+    import nodwyn_retrieval.retrieval.words as W
+
+    table = _through_record([b"a", b"A", b"aA"])  # three runs, two words
+    assert len(table.words) == 2
+    assert len(table) == 0
+    assert table.native is not None
+    assert table.native.size() == 3
+    monkeypatch.setattr(W, "_MEMO_LIMIT", 2)
+    assert table.full
+    monkeypatch.setattr(W, "_MEMO_LIMIT", 3)
+    assert not table.full
