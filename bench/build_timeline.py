@@ -44,10 +44,13 @@ ev("interpreter up, imports begin")
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import importlib.abc  # noqa: E402
+import importlib.util  # noqa: E402
 import itertools  # noqa: E402
 import logging  # noqa: E402
 import shutil  # noqa: E402
 import sys  # noqa: E402
+import types  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -55,13 +58,46 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _corpora  # noqa: E402
-from nodwyn_retrieval.actors import indexer as ix  # noqa: E402
-from nodwyn_retrieval.actors import refresher as rf  # noqa: E402
-from nodwyn_retrieval.bus import pool as poolmod  # noqa: E402
 from nodwyn_retrieval.entry import Engine  # noqa: E402
-from nodwyn_retrieval.retrieval import tree as treemod  # noqa: E402
 
 ev("imports done")
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a hook on a module once it is imported: the session imports the actors' modules as
+    it opens (entry.py), and they are not imported here before it does, which would move their
+    cost out of the line."""
+
+    def __init__(self, hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
+        self.hooks = hooks
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        hook = self.hooks.pop(name, None)
+        if hook is None:
+            return None
+        spec = importlib.util.find_spec(name)  # the other finders' (this one's hook is gone)
+        if spec is None or spec.loader is None:
+            return spec
+        real_exec = spec.loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            real_exec(module)
+            hook(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def after_import(name: str, hook: Callable[[types.ModuleType], None]) -> None:
+    """hook(module) now if name is imported, else once it is."""
+    if name in sys.modules:
+        hook(sys.modules[name])
+        return
+    finder = next((f for f in sys.meta_path if isinstance(f, _AfterImport)), None)
+    if finder is None:
+        finder = _AfterImport({})
+        sys.meta_path.insert(0, finder)
+    finder.hooks[name] = hook
 
 
 def timed(owner: Any, attr: str, what: str) -> None:
@@ -100,16 +136,40 @@ WORKERS: dict[int, float] = {}  # pid -> started at
 
 
 def instrument() -> None:
+    after_import("nodwyn_retrieval.actors.refresher", _refresher)
+    after_import("nodwyn_retrieval.actors.indexer", _indexer)
+    after_import("nodwyn_retrieval.retrieval.tree", _tree)
+    after_import("nodwyn_retrieval.bus.actor", _actors)
+    after_import("nodwyn_retrieval.bus.pool", _pool)
+    log = logging.getLogger("nodwyn_retrieval.actors.indexer")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(_Log())
+
+
+def _refresher(rf: types.ModuleType) -> None:
     timed(rf.RefresherActor, "_plan", "the refresher's listing and comparison")
+    timed(rf.RefresherActor, "on_stop", "the refresher's stop")
+
+
+def _indexer(ix: types.ModuleType) -> None:
+    ev("the indexer's module imported")
     timed(ix.IndexerActor, "_index", "the indexer's call")
     timed(ix, "read_and_analyze", "reads and the pool")
     timed(ix.IndexerActor, "_settle", "waiting for the snapshot (settle)")
+    timed(ix, "write_atomic", "the snapshot's write")
+    timed(ix.IndexerActor, "on_stop", "the indexer's stop")
+
+
+def _actors(busactor: types.ModuleType) -> None:
+    timed(busactor.ActorSystem, "stop", "the actors' stop")
+
+
+def _tree(treemod: types.ModuleType) -> None:
     timed(treemod.TreeIndex, "warm", "TreeIndex.warm")
     timed(treemod.TreeSegment, "to_obj", "the snapshot's to_obj")
-    timed(ix, "write_atomic", "the snapshot's write")
     real_finish = treemod.TreeBuilder.finish
 
-    def finish(self: treemod.TreeBuilder) -> treemod.TreeSegment:
+    def finish(self: Any) -> Any:
         if not len(self):
             return real_finish(self)
         ev("TreeBuilder.finish begins")
@@ -121,24 +181,28 @@ def instrument() -> None:
             ev(f"TreeBuilder.finish ends ({time.thread_time() - c:.3f} s CPU, "
                f"{pairs:,} postings; the adds before it {adds:.3f} s CPU)")  # fmt: skip
 
-    treemod.TreeBuilder.finish = finish  # type: ignore[method-assign]
+    treemod.TreeBuilder.finish = finish
     real_add = treemod.TreeBuilder.add
 
-    def add(self: treemod.TreeBuilder, files: Any, pairs: treemod.Pairs) -> None:
+    def add(self: Any, files: Any, pairs: Any) -> None:
         t, c = _now(), time.thread_time()
         real_add(self, files, pairs)
         ADDS.append((t - T0, _now() - t, time.thread_time() - c, len(pairs.doc)))
 
-    treemod.TreeBuilder.add = add  # type: ignore[method-assign]
+    treemod.TreeBuilder.add = add
+
+
+def _pool(poolmod: types.ModuleType) -> None:
+    timed(poolmod.ProcessPool, "close", "the pool's close")
     real_start = poolmod.ProcessPool._start
 
-    async def start(self: poolmod.ProcessPool) -> Any:
+    async def start(self: Any) -> Any:
         w = await real_start(self)
         WORKERS[w.proc.pid] = _now() - T0
         ev(f"worker {w.proc.pid} started")
         return w
 
-    poolmod.ProcessPool._start = start  # type: ignore[method-assign]
+    poolmod.ProcessPool._start = start
     real_exchange = poolmod._Worker.exchange
 
     async def exchange(self: Any, payload: bytes) -> bytes:
@@ -147,10 +211,15 @@ def instrument() -> None:
         EXCHANGES.append((self.proc.pid, t - T0, _now() - T0, len(payload)))
         return body
 
-    poolmod._Worker.exchange = exchange  # type: ignore[method-assign]
-    log = logging.getLogger("nodwyn_retrieval.actors.indexer")
-    log.setLevel(logging.DEBUG)
-    log.addHandler(_Log())
+    poolmod._Worker.exchange = exchange
+    real_stop = poolmod._Worker.stop
+
+    async def stop(self: Any, *a: Any, **k: Any) -> None:
+        ev(f"worker {self.proc.pid}: stop begins")
+        await real_stop(self, *a, **k)
+        ev(f"worker {self.proc.pid}: stop ends")
+
+    poolmod._Worker.stop = stop
 
 
 def cpu_of(pid: int) -> float | None:
