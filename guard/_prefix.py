@@ -7,6 +7,7 @@ scan of the text, each occurrence of each reported.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Any
@@ -67,15 +68,26 @@ _PREFIX_BEHIND = re.compile(r"(?P<lit>[^(\[\\]+(?:\\\.)?)\(\?<!\[(?P<cls>[^\]]*)
 _PLAIN_CLASS = re.compile(r"(?:[ -\[\]-~]|\\t)+")
 
 
+@functools.lru_cache(maxsize=64)  # a few classes, each in many rules
 def _class_bits(cls: str) -> bytes | None:
     """The 128 bits of the ASCII characters in the class [cls], when it holds ASCII only (literals,
-    ranges, ``\\t``; not negated, no class escapes): None otherwise."""
+    ranges, ``\\t``; not negated, no class escapes): None otherwise. Read as the expression
+    parser reads such a class: ``a-z`` a range, a ``-`` first or last itself."""
     if not _PLAIN_CLASS.fullmatch(cls) or cls.startswith("^") or "[" in cls:
         return None
-    one = re.compile(f"[{cls}]")
+    chars = [9 if x == "\\t" else ord(x) for x in re.findall(r"\\t|.", cls)]
     bits = bytearray(16)
-    for c in range(128):
-        if one.match(chr(c)):
+    k = 0
+    while k < len(chars):
+        lo = hi = chars[k]
+        if k + 2 < len(chars) and chars[k + 1] == ord("-"):
+            hi = chars[k + 2]
+            k += 3
+        else:
+            k += 1
+        if lo > hi:
+            return None
+        for c in range(lo, hi + 1):
             bits[c >> 3] |= 1 << (c & 7)
     return bytes(bits)
 
@@ -102,61 +114,46 @@ def prefix_test(source: str, flags: int, prefix: str) -> bytes | None:
     return _class_bits(m.group("cls"))
 
 
-def _set_bits(items: list[Any], literal: int, in_: int, range_: int) -> bytes | None:
-    bits = bytearray(16)
-    for op, av in items:
-        if op is literal and isinstance(av, int) and av < 128:
-            bits[av >> 3] |= 1 << (av & 7)
-        elif op is range_ and av[1] < 128:
-            for c in range(av[0], av[1] + 1):
-                bits[c >> 3] |= 1 << (c & 7)
-        else:
-            return None
-    return bytes(bits)
+_RUN_SHAPE = re.compile(
+    r"(?:\(\?<[!=]\[[^\]]*\]\))?"  # a lookbehind of one class
+    r"(?P<lit>(?:[A-Za-z0-9_~=:;,@%&'\"/#<> -]|\\[.\-$+/?*|()\[\]{}^])+"  # the literal, or
+    r"|\(\?i:[A-Za-z0-9 _-]+\)|\(\?:(?:[A-Za-z0-9_~=:;,@%&'\"/#<> -]|\\[.\-$+/?*])+\))"  # a group
+    r"(?:\(\?<!\[[^\]]*\](?:[A-Za-z0-9_-]|\\.)+\))?"  # a prefix's lookbehind after it
+    r"(?:\(\?P<[a-z]+>)?"  # a named group opens
+    r"\[(?P<cls>[^\]]*)\](?:(?P<plus>\+)|\{(?P<n>[1-9][0-9]*)(?:,[0-9]*)?\})"  # the repeat
+)
+_ESCAPE = re.compile(r"\\(.)")
+_GROUP = re.compile(r"\([^()]*\)")
+_CLASS = re.compile(r"\[[^\]]*\]")
+
+
+def _branches(source: str) -> bool:
+    """Whether the expression is an alternation at its top level (escapes, classes and groups
+    taken out, a "|" is left)."""
+    s = _CLASS.sub("", _ESCAPE.sub("", source))
+    prev = None
+    while prev != s:
+        prev, s = s, _GROUP.sub("", s)
+    return "|" in s
 
 
 def body_run(source: str, flags: int, locator: str, back: int) -> tuple[bytes, int] | None:
     """(class, n) when every match of source found at a place of locator (``back`` 0) holds n
     characters or more of the class right after the locator: the expression is the locator's
-    characters (after a lookbehind, in either case), then a repeat of one class of ASCII
-    characters at least n times (``AIza(?P<b>[0-9A-Za-z_-]{35})``). None when not known."""
+    characters (after a lookbehind, in either case, in a group), then a repeat of one class of
+    ASCII characters at least n times (``AIza(?P<b>[0-9A-Za-z_-]{35})``), and no alternation at
+    its top level. None when not known."""
     if flags or back != 0:
         return None
-    try:  # the standard library's parser, as literal_prefix reads it
-        parser: Any = importlib.import_module("re._parser")
-        c: Any = importlib.import_module("re._constants")
-        items = list(parser.parse(source, flags))
-    except (ImportError, AttributeError, TypeError, re.error):
+    m = _RUN_SHAPE.match(source)
+    if m is None:
         return None
-    chars: list[str] = []
-    k = 0
-    while k < len(items):
-        op, av = items[k]
-        if op is c.ASSERT_NOT or op is c.ASSERT:
-            k += 1
-            continue
-        if op is c.LITERAL:
-            chars.append(chr(av))
-        elif op is c.SUBPATTERN and av[0] is None and av[1] in (0, re.IGNORECASE) and av[2] == 0:
-            inner = list(av[3])
-            if not inner or any(x is not c.LITERAL for x, _ in inner):
-                break
-            chars.extend(chr(y) for _, y in inner)
-        else:
-            break
-        k += 1
-    if "".join(chars).lower() != locator or k >= len(items):
+    lit = m.group("lit")
+    if lit.startswith(("(?i:", "(?:")):
+        lit = lit[lit.index(":") + 1 : -1]
+    if _ESCAPE.sub(r"\1", lit).lower() != locator or _branches(source):
         return None
-    op, av = items[k]
-    if op is c.SUBPATTERN and av[1] == 0 and av[2] == 0 and av[3]:
-        op, av = next(iter(av[3]))
-    if op not in (c.MAX_REPEAT, c.MIN_REPEAT) or av[0] < 1 or len(av[2]) != 1:
+    bits = _class_bits(m.group("cls"))
+    if bits is None:
         return None
-    what, arg = next(iter(av[2]))
-    if what is c.IN:
-        bits = _set_bits(list(arg), c.LITERAL, c.IN, c.RANGE)
-    elif what is c.LITERAL and arg < 128:
-        bits = _set_bits([(what, arg)], c.LITERAL, c.IN, c.RANGE)
-    else:
-        return None
-    return None if bits is None else (bits, int(av[0]))
+    return bits, 1 if m.group("plus") else int(m.group("n"))
