@@ -14,11 +14,14 @@ Three families of shapes (docs/guard.md lists them and what is left alone, and w
 
 How it stays fast (the target is 50 MB/s of source code):
 
-1. One scan finds every locator (a lowercase literal every match of a shape holds) in the
-   lowercased text at once: an Aho-Corasick automaton (``ahocorasick_rs``, compiled). A handful of
-   shapes with a short case-sensitive prefix (``SK``, ``SG.``) are searched for directly, which the
-   regex engine does at C speed. Most source files hold few locators.
-2. Each shape's compiled pattern is tried with ``match`` only at its locators.
+1. One scan finds every locator (a lowercase literal every match of a shape holds) and the
+   case-sensitive prefixes of a few shapes (``SK``, ``SG.``): compiled (guard/_redact_native.c),
+   one pass over the str as stored, its ASCII letters folded as read; else two Aho-Corasick
+   automatons (``ahocorasick_rs``), over the lowered text and the text. Most source files hold
+   few locators.
+2. A place no match can be at is dropped there (the character before the match, the run after
+   the literal, as each rule's expression says: guard._prefix); each shape's compiled pattern
+   is tried with ``match`` only at the places kept.
 3. One pass: provider shapes first, left to right (a tie goes to the shape listed first); then the
    generic shapes and assignments, skipping any part a provider shape took (a GitHub token assigned
    to ``GITHUB_TOKEN`` is a ``github-token``). The output is joined once.
