@@ -14,11 +14,14 @@ Three families of shapes (docs/guard.md lists them and what is left alone, and w
 
 How it stays fast (the target is 50 MB/s of source code):
 
-1. One scan finds every locator (a lowercase literal every match of a shape holds) in the
-   lowercased text at once: an Aho-Corasick automaton (``ahocorasick_rs``, compiled). A handful of
-   shapes with a short case-sensitive prefix (``SK``, ``SG.``) are searched for directly, which the
-   regex engine does at C speed. Most source files hold few locators.
-2. Each shape's compiled pattern is tried with ``match`` only at its locators.
+1. One scan finds every locator (a lowercase literal every match of a shape holds) and the
+   case-sensitive prefixes of a few shapes (``SK``, ``SG.``): compiled (guard/_redact_native.c),
+   one pass over the str as stored, its ASCII letters folded as read; else two Aho-Corasick
+   automatons (``ahocorasick_rs``), over the lowered text and the text. Most source files hold
+   few locators.
+2. A place no match can be at is dropped there (the character before the match, the run after
+   the literal, as each rule's expression says: guard._prefix); each shape's compiled pattern
+   is tried with ``match`` only at the places kept.
 3. One pass: provider shapes first, left to right (a tie goes to the shape listed first); then the
    generic shapes and assignments, skipping any part a provider shape took (a GitHub token assigned
    to ``GITHUB_TOKEN`` is a ``github-token``). The output is joined once.
@@ -39,7 +42,11 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import ahocorasick_rs
 from nodwyn_retrieval.guard._assignment import AWS_SECRET as _AWS_SECRET
@@ -48,7 +55,14 @@ from nodwyn_retrieval.guard._assignment import NAME_WORD as _NAME_WORD
 from nodwyn_retrieval.guard._assignment import SECRET_LOCATORS as _SECRET_LOCATORS
 from nodwyn_retrieval.guard._assignment import assignment as _assignment
 from nodwyn_retrieval.guard._assignment import judgeable
-from nodwyn_retrieval.guard._prefix import literal_prefix, overlap_free
+from nodwyn_retrieval.guard._prefix import (
+    NOT_BEFORE,
+    before_test,
+    body_run,
+    literal_prefix,
+    overlap_free,
+    prefix_test,
+)
 from nodwyn_retrieval.guard.kubernetes import with_secret_data
 from nodwyn_retrieval.guard.secret_rules import RULES, Rule, random_body
 from nodwyn_retrieval.guard.secret_values import (
@@ -215,6 +229,7 @@ def _build() -> tuple[
     ahocorasick_rs.BytesAhoCorasick,
     list[tuple[int, ...]],
     tuple[int, ...],
+    list[str],
 ]:
     by_literal: dict[str, list[int]] = {}
     for i, rule in enumerate(_ALL):
@@ -232,10 +247,11 @@ def _build() -> tuple[
         ahocorasick_rs.BytesAhoCorasick([x.encode() for x in literals], implementation=dfa),
         [tuple(by_literal[x]) for x in literals],
         direct,
+        literals,
     )
 
 
-_AUTOMATON, _BYTES_AUTOMATON, _RULES_OF, _DIRECT = _build()
+_AUTOMATON, _BYTES_AUTOMATON, _RULES_OF, _DIRECT, _LITERALS = _build()
 
 
 _DIRECT_PREFIX: tuple[str, ...] = tuple(literal_prefix(_ALL[ri].pattern) for ri in _DIRECT)
@@ -299,6 +315,228 @@ def _direct(text: str, raw: bytes | None = None) -> list[tuple[int, int]]:
     return found
 
 
+def _direct_rest(text: str) -> list[tuple[int, int]]:
+    """(start, rule) of every match of the rules without a locator the scan does not find, each
+    gated by its literal prefix's ``in``."""
+    found: list[tuple[int, int]] = []
+    for k in _DIRECT_REST:
+        prefix = _DIRECT_PREFIX[k]
+        if prefix and prefix not in text:
+            continue
+        ri = _DIRECT[k]
+        for m in _ALL[ri].pattern.finditer(text):
+            found.append((m.start(), ri))
+    return found
+
+
+def _prefixed(text: str, places: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(start, rule) of the matches at the places of the scanned prefixes, as :func:`_direct`
+    finds them: in text order, a rule not tried inside its match before."""
+    found: list[tuple[int, int]] = []
+    ends: dict[int, int] = {}
+    for at, ri in places:
+        if at < ends.get(ri, 0):
+            continue
+        m = _ALL[ri].pattern.match(text, at)
+        if m is not None:
+            found.append((at, ri))
+            ends[ri] = m.end()
+    return found
+
+
+# --- Places: one scan for every literal, and the places no match can be at dropped ---------------
+#
+# Each place a literal is found at goes to its rules (an entry a rule), each with the tests its
+# expression needs there (guard._prefix): the character before the match outside a class (a
+# token's left edge) or inside one (a URL's "://" after a letter or digit), and a run of so many
+# characters of a class after the literal (a token's body: "AIza" then 35 of [0-9A-Za-z_-]). A
+# generic shape's or a prefix's place failing them is dropped: its expression would not match
+# there. A provider's is only counted, since a credential glued before it is judged as if a
+# marker's "]" stood there: _spans goes through every place again when a credential is taken and
+# a place was counted. An assignment's place is kept when the name around it may be followed by
+# an operator or a blank (_MAY_JUDGE, a superset of judgeable()). The compiled scan
+# (guard/_redact_native.c) walks the text once for all of it; _places_python gives the same.
+
+try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
+    from nodwyn_retrieval.guard import _redact_native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on how the package was installed
+    _redact_native = None
+_PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
+"""Set (not to ``0``), the compiled scan is not used though installed (retrieval.chunks'
+PURE_PYTHON, which every compiled helper of the package asks)."""
+
+_PROVIDER_PLACE, _GENERIC_PLACE, _ASSIGN_PLACE, _K8S_PLACE, _PREFIX_PLACE = range(5)
+_NO_CLASS = bytes(16)
+_Entry = tuple[int, int, int, int, bytes, str | None, bytes, int]
+"""(where the place goes, rule, the test before, the rule's back, its class, the literal's
+case-sensitive text, the class of the run after the literal, the run's least length)."""
+_Places = tuple[
+    list[tuple[int, int]],
+    int,
+    list[tuple[int, int]],
+    list[int],
+    list[int],
+    list[tuple[int, int]],
+]
+"""Providers' places (start, rule); how many failed their tests; generic shapes' places; the
+assignment rule's (offsets); Kubernetes Secrets' (offsets); the scanned prefixes' (start, rule)."""
+
+_MAY_JUDGE = re.compile(r"""[A-Za-z0-9_-]*(?:[ \t"'`\]:=?,(>]|[\r\n][ \t\r\n"'-]*value)""")
+"""What can follow a name judgeable() keeps: a blank, or what begins guard._assignment's
+_OPERATOR (after a line break, only its ``value`` form)."""
+
+
+def _tests(source: str, flags: int, literal: str, back: int) -> tuple[int, bytes, bytes, int]:
+    before = before_test(source, flags, back)
+    run = body_run(source, flags, literal, back)
+    how, bits = before if before is not None else (0, _NO_CLASS)
+    run_bits, run_min = run if run is not None else (_NO_CLASS, 0)
+    return how, bits, run_bits, run_min
+
+
+def _rule_entry(ri: int, literal: str) -> _Entry:
+    if ri == _ASSIGN:
+        return (_ASSIGN_PLACE, ri, 0, 0, _NO_CLASS, None, _NO_CLASS, 0)
+    if ri == _K8S:
+        return (_K8S_PLACE, ri, 0, 0, _NO_CLASS, None, _NO_CLASS, 0)
+    rule = _ALL[ri]
+    how, bits, run_bits, run_min = _tests(rule.source, rule.flags, literal, rule.back)
+    code = _PROVIDER_PLACE if ri < _N_PROVIDERS else _GENERIC_PLACE
+    return (code, ri, how, max(rule.back, 0), bits, None, run_bits, run_min)
+
+
+def _prefix_entry(k: int) -> _Entry:
+    ri = _DIRECT[k]
+    rule = _ALL[ri]
+    prefix = _DIRECT_PREFIX[k]
+    bits = prefix_test(rule.source, rule.flags, prefix)
+    how = NOT_BEFORE if bits is not None else 0
+    run = body_run(rule.source, rule.flags, prefix.lower(), 0)
+    run_bits, run_min = run if run is not None else (_NO_CLASS, 0)
+    return (_PREFIX_PLACE, ri, how, 0, bits or _NO_CLASS, prefix, run_bits, run_min)
+
+
+_ENTRIES: list[tuple[_Entry, ...]] = [
+    tuple(_rule_entry(ri, lit) for ri in _RULES_OF[li]) for li, lit in enumerate(_LITERALS)
+]
+"""The entries of each locator, as the automatons number them."""
+_PREFIX_ENTRIES: list[tuple[_Entry, ...]] = [(_prefix_entry(k),) for k in _DIRECT_SCANNED]
+"""The entry of each scanned prefix, as the prefixes' automatons number them."""
+
+
+def _in_class(bits: bytes, c: str) -> bool:
+    o = ord(c)
+    return o < 128 and (bits[o >> 3] >> (o & 7)) & 1 == 1
+
+
+def _run(text: str, end: int, bits: bytes, least: int) -> bool:
+    """Whether least characters of the class follow end."""
+    stop = end + least
+    if stop > len(text):
+        return False
+    return all(_in_class(bits, text[i]) for i in range(end, stop))
+
+
+def _place(
+    text: str,
+    at: int,
+    end: int,
+    entries: tuple[_Entry, ...],
+    out: list[Any],
+    *,
+    apart: list[tuple[int, int]] | None,
+) -> None:
+    for code, ri, how, back, bits, raw, run_bits, run_min in entries:
+        if raw is not None and not text.startswith(raw, at):
+            continue
+        if code == _ASSIGN_PLACE:
+            if _MAY_JUDGE.match(text, at) is not None:
+                out[3].append(at)
+            continue
+        if code == _K8S_PLACE:
+            out[4].append(at)
+            continue
+        ok = True
+        if how:
+            p = at - back - 1
+            inside = p >= 0 and _in_class(bits, text[p])
+            ok = not inside if how == NOT_BEFORE else inside
+        if ok and run_min:
+            ok = _run(text, end, run_bits, run_min)
+        if code == _PROVIDER_PLACE:
+            if ok:
+                out[0].append((at, ri))
+            else:
+                out[1] += 1
+                if apart is not None:
+                    apart.append((at, ri))
+        elif ok:
+            out[2 if code == _GENERIC_PLACE else 5].append((at, ri))
+
+
+def _apart(text: str) -> list[tuple[int, int]]:
+    """The providers' places that failed their tests (the Python path's scan, for the rare text
+    where they are tried: a credential taken, and such a place in the text)."""
+    out: list[tuple[int, int]] = []
+    _places_python(text, out)
+    return out
+
+
+def _places_python(text: str, apart: list[tuple[int, int]] | None = None) -> _Places | None:
+    """The places of text (_Places) by the automatons and Python; None when there is none.
+    apart: given, the providers' places that failed their tests are put in it."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        hits = _BYTES_AUTOMATON.find_matches_as_indexes(raw.lower(), overlapping=True)
+        prefixes = (
+            _DIRECT_BYTES_AUTOMATON.find_matches_as_indexes(raw)
+            if _DIRECT_BYTES_AUTOMATON is not None
+            else []
+        )
+    else:
+        hits = _locate(_lowered(text))
+        prefixes = (
+            _DIRECT_AUTOMATON.find_matches_as_indexes(text) if _DIRECT_AUTOMATON is not None else []
+        )
+    out: list[Any] = [[], 0, [], [], [], []]
+    for li, at, end in hits:
+        _place(text, at, end, _ENTRIES[li], out, apart=apart)
+    for li, at, end in prefixes:
+        _place(text, at, end, _PREFIX_ENTRIES[li], out, apart=apart)
+    if not any(out):
+        return None
+    out[5].sort()
+    return (out[0], out[1], out[2], out[3], out[4], out[5])
+
+
+def _native_scan() -> Callable[[str], _Places | None] | None:
+    """The compiled scan, built; None where it is not installed or the Python path is asked for
+    (NODWYN_RETRIEVAL_PURE_PYTHON)."""
+    if os.environ.get(_PURE_PYTHON, "") not in ("", "0"):
+        return None
+    return _build_native()
+
+
+def _build_native() -> Callable[[str], _Places | None] | None:
+    """The compiled scan built for these literals and entries; None where it is not installed."""
+    if _redact_native is None:
+        return None
+    merged: dict[str, list[_Entry]] = {}
+    for lit, entries in zip(_LITERALS, _ENTRIES, strict=True):
+        merged.setdefault(lit, []).extend(entries)
+    for k, entries in zip(_DIRECT_SCANNED, _PREFIX_ENTRIES, strict=True):
+        merged.setdefault(_DIRECT_PREFIX[k].lower(), []).extend(entries)
+    _redact_native.build(list(merged), list(merged.values()))
+    scan: Callable[[str], _Places | None] = _redact_native.scan
+    return scan
+
+
+_NATIVE_SCAN = _native_scan()
+NATIVE: bool = _NATIVE_SCAN is not None
+"""Whether the compiled scan is used."""
+_places: Callable[[str], _Places | None] = _NATIVE_SCAN or _places_python
+
+
 def _locate(low: str) -> list[tuple[int, int, int]]:
     """(literal, start, end) of every locator in the lowered text, overlapping ones too."""
     if low.isascii():  # most source: bytes are characters, and the byte automaton skips decoding
@@ -343,33 +581,9 @@ def _in_marker(text: str, pos: int) -> bool:
     return i >= 0 and "]" not in text[i:pos]
 
 
-def _spans(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each credential's replaced part, in text order."""
-    raw: bytes | None = None
-    if text.isascii():
-        # Most source: bytes are characters; the bytes' lowercase is the text's, and one
-        # encoding serves both scans.
-        raw = text.encode("ascii")
-        hits = _BYTES_AUTOMATON.find_matches_as_indexes(raw.lower(), overlapping=True)
-    else:
-        raw = None
-        hits = _locate(_lowered(text))
-    if not hits and not _DIRECT:
-        return []
-    provider: list[tuple[int, int]] = []
-    generic: list[tuple[int, int]] = []
-    secrets_at: list[int] = []
-    for li, at, _end in hits:
-        for ri in _RULES_OF[li]:
-            if ri == _ASSIGN:
-                # A place with nothing after its name to judge is not kept (most of them).
-                if judgeable(text, at):
-                    generic.append((at, ri))
-            elif ri == _K8S:
-                secrets_at.append(at)
-            else:  # a rule's index: the providers' come first
-                (provider if ri < _N_PROVIDERS else generic).append((at, ri))
-    provider.extend(_direct(text, raw))
+def _providers(text: str, provider: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """The provider shapes' credentials at these places, left to right (a tie goes to the shape
+    listed first), none inside another."""
     taken: list[tuple[int, int, str]] = []
     pos = 0
     provider.sort()
@@ -387,6 +601,30 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
         if span is not None and not _in_marker(text, span[0]):
             taken.append((span[0], span[1], rule.kind))
             pos = span[2]
+    return taken
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each credential's replaced part, in text order."""
+    places = _places(text)
+    rest = _direct_rest(text) if _DIRECT_REST else []
+    if places is None:
+        if not rest:
+            return []  # most texts: no place any shape can match at
+        places = ([], 0, [], [], [], [])
+    provider, apart, generic, assign_at, secrets_at, prefixed = places
+    if not (provider or generic or assign_at or secrets_at or prefixed or rest):
+        return []  # only places failing their tests, which nothing taken makes matter
+    for at in assign_at:
+        # A place with nothing after its name to judge is not kept (most of them).
+        if judgeable(text, at):
+            generic.append((at, _ASSIGN))
+    provider.extend(_prefixed(text, prefixed))
+    provider.extend(rest)
+    taken = _providers(text, provider) if provider else []
+    if taken and apart:
+        # A place failing its tests can match only glued to a credential taken: all, in order.
+        taken = _providers(text, provider + _apart(text))
     if secrets_at:
         taken = with_secret_data(text, secrets_at, taken)
     if not generic:
