@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import stat
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,9 +58,10 @@ from nodwyn_retrieval.bus import Actor, ProcessPool
 from nodwyn_retrieval.errors import BadInput, Disabled, FormatError, NotFound, RetrievalError
 from nodwyn_retrieval.retrieval.event_render import hit_json, render_hits
 from nodwyn_retrieval.retrieval.render import plural
+from nodwyn_retrieval.store import mem_log
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
 from nodwyn_retrieval.store.config import Config
-from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, task_meta
+from nodwyn_retrieval.store.log import LOG_SUFFIX, TaskMeta, log_path, meta_path, task_meta
 from nodwyn_retrieval.store.mem import (
     LOCK_NAME,
     LOCK_SECONDS,
@@ -151,6 +153,8 @@ class Task:
     """Whether its ``.mem`` was there when listed."""
     transcript: bool = False
     """An agent's transcript (store.transcripts), not a log of the tasks directory."""
+    metas: _Metas | None = None
+    """The actor's metas read at earlier searches, which this one's is taken from if unchanged."""
     _meta: TaskMeta | None = None
 
     @property
@@ -166,7 +170,8 @@ class Task:
     def meta(self) -> TaskMeta:
         """Its ``.meta.json`` (title, created, archived), read when a result needs it."""
         if self._meta is None:
-            self._meta = task_meta(self.log)
+            got = self.metas.get(self.log, self.mtime_ns) if self.metas else task_meta(self.log)
+            self._meta = got
         return self._meta
 
     @property
@@ -176,6 +181,42 @@ class Task:
     def labels(self) -> tuple[str, str, bool]:
         """Its date, title and whether it is archived, as its results show them."""
         return self.date, self.meta.title, self.meta.archived
+
+
+class _Metas:
+    """The tasks' ``.meta.json`` as earlier searches read them, each read again only when its
+    file's stat (inode, size, change times) or its log's time (``created``'s fallback) changed.
+    A meta file changed within :data:`store.mem_log.RACY_NS` of now is not kept: a write in the same
+    clock tick as the read could leave the same stat (the ``.mem`` files' rule)."""
+
+    def __init__(self) -> None:
+        self._got: dict[Path, tuple[str, tuple[int, ...], TaskMeta]] = {}
+
+    def get(self, log: Path, log_mtime_ns: int) -> TaskMeta:
+        """The meta of the task whose log is ``log`` (task_meta's, never an exception)."""
+        had = self._got.get(log)
+        where = had[0] if had is not None else os.fspath(meta_path(log))
+        try:
+            st = os.stat(where)
+        except FileNotFoundError:
+            key: tuple[int, ...] = (-1, log_mtime_ns)
+        except OSError:
+            return task_meta(log)  # task_meta says what is wrong with it
+        else:
+            if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < mem_log.RACY_NS:
+                self._got.pop(log, None)
+                return task_meta(log)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, log_mtime_ns)
+        if had is not None and had[1] == key:
+            return had[2]
+        meta = task_meta(log)
+        self._got[log] = (where, key, meta)
+        return meta
+
+    def keep_only(self, logs: set[Path]) -> None:
+        """Forget the metas of tasks no longer listed."""
+        if self._got.keys() - logs:
+            self._got = {k: v for k, v in self._got.items() if k in logs}
 
 
 def fold_log(path: str) -> int:
@@ -207,6 +248,8 @@ class EarlierActor(Actor):
         self.config_dir = Path(config_dir)
         self.config = config
         self.current = Path(current) if current is not None else None
+        self._metas = _Metas()
+        self._logs: dict[str, Path] = {}  # each listed log's path, made once
         self._pool: ProcessPool | None = None
         self._current_id: tuple[int, int] | None = None
         self._joining: asyncio.Task[None] | None = None  # a join written after an answer
@@ -273,6 +316,7 @@ class EarlierActor(Actor):
         self._remove_orphans(list(entries))
         self._find_current()
         out: list[Task] = []
+        logs: dict[str, Path] = {}
         for name, entry in entries.items():
             if not name.endswith(LOG_SUFFIX):
                 continue
@@ -287,9 +331,12 @@ class EarlierActor(Actor):
                 continue
             if not person and (st.st_dev, st.st_ino) == self._current_id:
                 continue
-            out.append(Task(tid, Path(entry.path), st, has_mem=f"{tid}.mem" in entries))
+            path = logs[name] = self._logs.get(name) or Path(entry.path)
+            out.append(Task(tid, path, st, has_mem=f"{tid}.mem" in entries, metas=self._metas))
+        self._logs = logs
         out.extend(self._transcripts(person))
         out.sort(key=lambda t: (t.mtime_ns, t.id), reverse=True)
+        self._metas.keep_only({t.log for t in out})
         return out
 
     def _transcripts(self, person: bool) -> list[Task]:
@@ -303,7 +350,7 @@ class EarlierActor(Actor):
             if not person and (st.st_dev, st.st_ino) == self._current_id:
                 continue
             has_mem = mem_path(path).exists()
-            out.append(Task(tid, path, st, has_mem=has_mem, transcript=True))
+            out.append(Task(tid, path, st, has_mem=has_mem, transcript=True, metas=self._metas))
         return out
 
     def _remove_orphans(self, names: list[str]) -> None:
@@ -624,4 +671,3 @@ def _part(tasks_dir: Path, tid: str, old: Join | None) -> tuple[str, bytes | Non
     except OSError:
         return None  # gone with its log
     return (tid, data) if mem.covered == st.st_size and mem.check.unchanged(st) else None
-

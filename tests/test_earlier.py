@@ -382,3 +382,78 @@ def test_memory_search_and_recall_work_whatever_the_switch(tmp_path: Path, proje
         2,
         "nodwyn-retrieval: task t-9 is not a task of this project\n",
     )
+
+
+@pytest.mark.asyncio
+async def test_a_tasks_meta_is_read_again_only_when_it_changed(
+    tasks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The actor keeps each task's meta between searches while its file's stat and its log's
+    time are the same: a title rewritten (atomically, or in place with the same size), a meta
+    removed, or a log touched is seen at the next search; an unchanged one is not read again."""
+    from nodwyn_retrieval.store import mem_log
+
+    monkeypatch.setattr(mem_log, "RACY_NS", 0)  # every meta here is older than the window
+    reads: list[str] = []
+    real = earlier_module.task_meta
+
+    def counted(path: Path) -> Any:
+        reads.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(earlier_module, "task_meta", counted)
+
+    def old_hit(out: SearchOutput) -> dict[str, Any]:
+        return next(h for h in out.hits if h["task"] == "t-old")
+
+    meta = tasks / "t-old.meta.json"
+    async with ActorSystem() as system:
+        ref = system.spawn(earlier(tasks), name="earlier")
+        first = await ref.ask(EarlierSearch("credential binding", 8, True))
+        assert old_hit(first)["title"] == "binding fix"
+        assert "t-old.jsonl" in reads
+        reads.clear()
+        again = await ref.ask(EarlierSearch("credential binding", 8, True))
+        assert old_hit(again)["title"] == "binding fix"
+        assert reads == []  # nothing changed: no meta read
+
+        write_task_meta(tasks / "t-old.jsonl", title="binding mend", created="2026-10-03T09:00:00Z")
+        out = await ref.ask(EarlierSearch("credential binding", 8, True))
+        assert (old_hit(out)["title"], old_hit(out)["archived"]) == ("binding mend", False)
+        assert reads == ["t-old.jsonl"]
+
+        # In place, the same size: the change times differ.
+        text = meta.read_text(encoding="utf-8")
+        with meta.open("r+", encoding="utf-8") as f:
+            f.write(text.replace("binding mend", "binding MEND"))
+        out = await ref.ask(EarlierSearch("credential binding", 8, True))
+        assert old_hit(out)["title"] == "binding MEND"
+
+        meta.unlink()  # gone: the title falls back, created comes from the log's time
+        out = await ref.ask(EarlierSearch("credential binding", 8, True))
+        assert (old_hit(out)["title"], old_hit(out)["date"]) == ("", "1970-01-04")
+
+        os.utime(tasks / "t-old.jsonl", ns=(4 * DAY, 4 * DAY))  # created follows the log
+        out = await ref.ask(EarlierSearch("credential binding", 8, True))
+        assert old_hit(out)["date"] == "1970-01-05"
+
+
+@pytest.mark.asyncio
+async def test_a_meta_written_within_the_racy_window_is_read_at_every_search(
+    tasks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A meta changed in the same clock tick as the search's read could keep its stat: it is
+    not kept until it is older than the window (store.mem_log.RACY_NS)."""
+    from nodwyn_retrieval.store import mem_log
+
+    monkeypatch.setattr(mem_log, "RACY_NS", 3_600 * 10**9)
+    reads: list[str] = []
+    real = earlier_module.task_meta
+    monkeypatch.setattr(
+        earlier_module, "task_meta", lambda p: reads.append(Path(p).name) or real(p)
+    )
+    async with ActorSystem() as system:
+        ref = system.spawn(earlier(tasks), name="earlier")
+        for _ in range(3):
+            await ref.ask(EarlierSearch("credential binding", 8, True))
+    assert reads.count("t-old.jsonl") == 3
