@@ -47,6 +47,7 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
                                          "and a dict");
         goto done;
     }
+    if (!m->cur_multi && !(m->cur_multi = table_multi(table))) goto done;
     offsets = malloc((n_texts + 1) * sizeof(int64_t));
     if (!offsets) { PyErr_NoMemory(); goto done; }
     m->call++;
@@ -65,10 +66,8 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
             uint64_t h = m->r_hash[k];
             int64_t code = 0;
             int found = memo_find(m, run, n, h, &code);
-            if (!found) {
-                if (table_code(table, run, n, words, word_id, &code) < 0) goto done;
-                if (n <= MAX_KEPT_RUN && memo_put(m, h, run, n, code) < 0) goto done;
-            }
+            /* a new run kept in this memo's caches, as record() keeps it (table_code_of) */
+            if (!found && table_code_of(m, table, run, n, words, word_id, &code) < 0) goto done;
             int64_t one[1];
             const int64_t *ids = one;
             int64_t n_ids = 1;
@@ -123,6 +122,7 @@ static PyObject *Memo_count_texts(Memo *m, PyObject *args) {
                            bytes_of(offsets, n_texts + 1), bytes_of(pw ? pw : offsets, n_pairs),
                            bytes_of(pc ? pc : offsets, n_pairs));
 done:
+    Py_CLEAR(m->cur_multi);
     PyBuffer_Release(&data);
     PyBuffer_Release(&bounds);
     Py_XDECREF(words);
