@@ -92,12 +92,19 @@ def is_binary(data: bytes) -> bool:
 
 
 def analyze_blob(
-    path: str, data: bytes, chunks_dir: str | None, *, store: bool = False
+    path: str,
+    data: bytes,
+    chunks_dir: str | None,
+    *,
+    store: bool = False,
+    chunks: ChunkStore | None = None,
 ) -> Analyzed:
     """Decode, redact, hash and (when the store lacks it) analyze one file's bytes.
 
     With ``store``, a new record is also written to the chunk store here: in a worker process
     that spreads the compression and the writes over the cores instead of the session's thread.
+    ``chunks`` is the store at chunks_dir when the caller holds one (a batch's, made once: the
+    process's lookup of its packs is the same either way), else one is opened here.
     """
     if is_binary(data):
         return Analyzed(path, "binary")
@@ -108,7 +115,10 @@ def analyze_blob(
     red = redact(text)
     digest = hashlib.sha256(red.text.encode("utf-8")).hexdigest()
     key = ChunkStore.key(digest)
-    chunks = ChunkStore(Path(chunks_dir)) if chunks_dir is not None else None
+    if chunks_dir is None:
+        chunks = None
+    elif chunks is None:
+        chunks = ChunkStore(Path(chunks_dir))
     if chunks is not None and chunks.exists(key):
         return Analyzed(path, None, key, None, red.count, len(data))
     record = analyze(red.text)
@@ -121,14 +131,15 @@ def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> lis
     worker's unit of work. Past the work's deadline it stops between files (DeadlineExceeded),
     the records of the files done stored first."""
     out: list[Analyzed] = []
+    store = ChunkStore(Path(chunks_dir)) if chunks_dir is not None else None
     try:
         for p, d in _in_time(items):
-            out.append(analyze_blob(p, d, chunks_dir))
+            out.append(analyze_blob(p, d, chunks_dir, chunks=store))
     except DeadlineExceeded:
-        if chunks_dir is not None:
-            _put_all(ChunkStore(Path(chunks_dir)), out)
+        if store is not None:
+            _put_all(store, out)
         raise
-    return _put_all(ChunkStore(Path(chunks_dir)), out) if chunks_dir is not None else out
+    return _put_all(store, out) if store is not None else out
 
 
 def _in_time(items: list[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
@@ -257,7 +268,7 @@ def _made(
     """The n-th file of a packed batch analysed, or its record read from the store (touched
     first, and put in held at n); a record gone or damaged since it was looked for is made
     again."""
-    a = analyze_blob(path, data, chunks_dir)
+    a = analyze_blob(path, data, chunks_dir, chunks=store)
     if a.skip is None and a.record is None:
         rec: FileRecord | None
         try:

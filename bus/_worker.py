@@ -16,6 +16,7 @@ little-endian length and a pickle. The parent sends ``(fn, args, not_after)``; t
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -30,6 +31,12 @@ T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
 
 HEADER = 8
+
+GC_THRESHOLD = 50_000
+"""The worker's first-generation threshold (the interpreter's is 700): a batch allocates many
+objects that live until its answer is sent, and a collection each 700 of them traverses them
+again and again; the preloaded modules are frozen out of every collection (gc.freeze), and the
+young generations are collected after each answer."""
 
 # The deadline of the work running in this process (time.monotonic), for work that looks at it
 # between its steps (past_deadline); None when there is none or no work is running.
@@ -115,7 +122,17 @@ def main(preload: Sequence[str]) -> None:
             __import__(name)
         except ImportError as exc:
             print(f"nodwyn_retrieval worker: cannot preload {name}: {exc}", file=sys.stderr)
+    # What the preload made lives as long as the worker: kept out of the collections, which then
+    # look only at the work's objects; those are collected less often during a batch, and the
+    # young ones after each (below).
+    gc.collect()
+    gc.freeze()
+    _, second, third = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, second, third)
     with os.fdopen(rfd, "rb") as inp, os.fdopen(wfd, "wb") as out:
         while (request := read_frame(inp)) is not None:
             out.write(frame(_answer(request)))
             out.flush()
+            # The batch's garbage cycles freed once it is answered, whatever their count: a
+            # threshold counts objects, not bytes, and a few large ones must not wait for it.
+            gc.collect(1)

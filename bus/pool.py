@@ -126,6 +126,19 @@ def _bootstrap(preload: Sequence[str]) -> str:
     )
 
 
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+"""What numpy's OpenBLAS reads for its threads; set by the person, it is left as it is."""
+
+
+def _worker_env() -> dict[str, str] | None:
+    """The workers' environment: this process's, with numpy's BLAS held to one thread unless the
+    person chose its threads (None: this process's as it is). A worker does no linear algebra;
+    OpenBLAS's own threads would spin at its import and take the cores from the work."""
+    if any(os.environ.get(name) for name in _BLAS_THREADS):
+        return None
+    return {**os.environ, _BLAS_THREADS[0]: "1"}
+
+
 class ProcessPool:
     """Runs top-level functions in worker processes; ``async with`` closes it.
 
@@ -270,6 +283,7 @@ class ProcessPool:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=_READ_LIMIT,
+            env=_worker_env(),
         )
         worker = _Worker(proc)
         self._workers.add(worker)

@@ -116,3 +116,29 @@ def steps_until_deadline(limit: float) -> int:
         time.sleep(0.001)
         steps += 1
     return steps
+
+
+def blas_env() -> dict[str, str | None]:
+    return {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")}
+
+
+def gc_state() -> tuple[int, int]:
+    import gc
+
+    return gc.get_threshold()[0], gc.get_freeze_count()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+        self.payload = bytearray(64 * 1024)
+
+
+def make_cycles(n: int) -> int:
+    """n garbage cycles of 64 KiB each (freed only by the cyclic collector); the worker's peak
+    resident set afterwards, in KiB."""
+    import resource
+
+    for _ in range(n):
+        _Cycle()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
