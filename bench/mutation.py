@@ -49,6 +49,7 @@ TESTS: dict[str, list[str]] = {
         "test_analyze.py",
         "test_words_native.py",
         "test_words_native_rule.py",
+        "test_words_simd.py",
         "test_tree_index.py",
         "test_adr_numbers.py",
     ],
@@ -67,12 +68,14 @@ TESTS: dict[str, list[str]] = {
         "test_adr_numbers.py",
     ],
     "retrieval/blobs.py": [
+        "test_blobs_looks.py",
         "test_blobs_fast.py",
         "test_blobs_native.py",
         "test_blobs_edges.py",
         "test_blobs.py",
     ],
     "retrieval/chunks.py": [
+        "test_chunks_heads.py",
         "test_words_file.py",
         "test_chunks_edges.py",
         "test_chunks.py",
@@ -122,6 +125,7 @@ TESTS: dict[str, list[str]] = {
     "guard/denylist.py": ["test_denylist_globs.py", "test_denylist_defaults.py", "test_guard.py"],
     "guard/guard.py": ["test_guard_edges.py", "test_guard.py", "test_denylist_defaults.py"],
     "guard/redact.py": [
+        "test_redact_places.py",
         "test_redact_edges.py",
         "test_redact_prefilter.py",
         "test_redact_name_start.py",
@@ -285,6 +289,7 @@ TESTS: dict[str, list[str]] = {
         "test_link_swap.py",
     ],
     "actors/_work.py": [
+        "test_worker_process_settings.py",
         "test_attack_worker_reads.py",
         "test_build_start.py",
         "test_work_edges.py",
