@@ -457,3 +457,15 @@ async def test_a_meta_written_within_the_racy_window_is_read_at_every_search(
         for _ in range(3):
             await ref.ask(EarlierSearch("credential binding", 8, True))
     assert reads.count("t-old.jsonl") == 3
+
+
+@pytest.mark.asyncio
+async def test_a_meta_that_cannot_be_statted_labels_its_task_with_defaults(tasks: Path) -> None:
+    """A meta whose stat fails other than by its absence (a link to itself: ELOOP) is read by
+    task_meta, which says what is wrong and gives the defaults: the task is still found."""
+    meta = tasks / "t-old.meta.json"
+    meta.unlink()
+    meta.symlink_to(meta.name)  # a loop
+    out = await search(tasks, "credential binding")
+    old = next(h for h in out.hits if h["task"] == "t-old")
+    assert (old["title"], old["archived"]) == ("", False)
