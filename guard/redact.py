@@ -305,13 +305,7 @@ def _direct(text: str, raw: bytes | None = None) -> list[tuple[int, int]]:
                 if m is not None:
                     found.append((at, ri))
                     ends[li] = m.end()
-    for k in _DIRECT_REST:
-        prefix = _DIRECT_PREFIX[k]
-        if prefix and prefix not in text:
-            continue
-        ri = _DIRECT[k]
-        for m in _ALL[ri].pattern.finditer(text):
-            found.append((m.start(), ri))
+    found.extend(_direct_rest(text))
     return found
 
 

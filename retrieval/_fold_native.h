@@ -203,6 +203,26 @@ static size_t class_run_end(const unsigned char *p, size_t n, size_t from, unsig
  * ("hh hh hh hh"), so hints are looked for only inside such runs: at a blank after two hex
  * digits (a hint's first blank). */
 #define BLOB_HINT_MIN 11
+/* Whether p[0:n] holds a hex dump's hint: "hh hh hh hh", "hhhh hhhh hhhh" or "hhhhhhhh hhhhhhhh"
+ * (blobs._DUMP_HINTS), looked for at each blank after two hex digits inside a run of hex digits and
+ * blanks of BLOB_HINT_MIN or more. */
+static int has_dump_hint(const unsigned char *p, size_t n) {
+    const unsigned char hexblank = B_HEX | B_BLANK;
+    for (size_t at = 0; (at = class_run_end(p, n, at, hexblank, BLOB_HINT_MIN)) < n;) {
+        size_t s = at, e = at + 1;
+        while (s > 0 && (blob_class[p[s - 1]] & hexblank)) s--;
+        while (e < n && (blob_class[p[e]] & hexblank)) e++;
+        for (size_t i = s + 2; i < e; i++)
+            if ((blob_class[p[i]] & B_BLANK) && (blob_class[p[i - 1]] & B_HEX) &&
+                (blob_class[p[i - 2]] & B_HEX) &&
+                (dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
+                 dump_hint_at(p, n, i, 8, 2)))
+                return 1;
+        at = e; /* p[e] is outside the run: the next begins after it */
+    }
+    return 0;
+}
+
 static int may_hold_blob(const unsigned char *p, size_t n) {
     if (n < BLOB_MIN_RUN) return 0;
     for (const unsigned char *q = p + 3, *e = p + n; q < e;) {
@@ -218,21 +238,7 @@ static int may_hold_blob(const unsigned char *p, size_t n) {
         q = stop + 1;
     }
     if (class_run_end(p, n, 0, B_ALPHA, BLOB_MIN_RUN) < n) return 1;
-    const unsigned char hexblank = B_HEX | B_BLANK;
-    for (size_t at = 0; (at = class_run_end(p, n, at, hexblank, BLOB_HINT_MIN)) < n;) {
-        size_t s = at, e = at + 1;
-        while (s > 0 && (blob_class[p[s - 1]] & hexblank)) s--;
-        while (e < n && (blob_class[p[e]] & hexblank)) e++;
-        for (size_t i = s + 2; i < e; i++)
-            if ((blob_class[p[i]] & B_BLANK) && (blob_class[p[i - 1]] & B_HEX) &&
-                (blob_class[p[i - 2]] & B_HEX) &&
-                /* "hh hh hh hh", "hhhh hhhh hhhh", "hhhhhhhh hhhhhhhh" (blobs._DUMP_HINTS) */
-                (dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
-                 dump_hint_at(p, n, i, 8, 2)))
-                return 1;
-        at = e; /* p[e] is outside the run: the next begins after it */
-    }
-    return 0;
+    return has_dump_hint(p, n);
 }
 
 static PyObject *blob_hints(PyObject *Py_UNUSED(mod), PyObject *args) {

@@ -471,19 +471,7 @@ static int blob_looks(const unsigned char *p, size_t n) {
         }
     }
     if (class_run_end(p, n, 0, B_ALPHA, BLOB_MIN_RUN) < n) looks |= LOOK_BASE64;
-    const unsigned char hexblank = B_HEX | B_BLANK;
-    for (size_t at = 0; (at = class_run_end(p, n, at, hexblank, BLOB_HINT_MIN)) < n;) {
-        size_t s = at, e = at + 1;
-        while (s > 0 && (blob_class[p[s - 1]] & hexblank)) s--;
-        while (e < n && (blob_class[p[e]] & hexblank)) e++;
-        for (size_t i = s + 2; i < e; i++)
-            if ((blob_class[p[i]] & B_BLANK) && (blob_class[p[i - 1]] & B_HEX) &&
-                (blob_class[p[i - 2]] & B_HEX) &&
-                (dump_hint_at(p, n, i, 2, 4) || dump_hint_at(p, n, i, 4, 3) ||
-                 dump_hint_at(p, n, i, 8, 2)))
-                return looks | LOOK_DUMP;
-        at = e;
-    }
+    if (has_dump_hint(p, n)) looks |= LOOK_DUMP;
     return looks;
 }
 
