@@ -131,7 +131,7 @@ def analyze_batch(items: list[tuple[str, bytes]], chunks_dir: str | None) -> lis
     worker's unit of work. Past the work's deadline it stops between files (DeadlineExceeded),
     the records of the files done stored first."""
     out: list[Analyzed] = []
-    store = ChunkStore(Path(chunks_dir)) if chunks_dir is not None else None
+    store = ChunkStore(Path(chunks_dir), one_look=True) if chunks_dir is not None else None
     try:
         for p, d in _in_time(items):
             out.append(analyze_blob(p, d, chunks_dir, chunks=store))
@@ -158,7 +158,7 @@ def analyze_packed(items: list[tuple[str, bytes]], chunks_dir: str) -> tuple[lis
     and receives flat arrays. A record the store already holds is read here (touched first, §4),
     not in the session; one that no longer decodes is analysed again and put back.
     """
-    store = ChunkStore(Path(chunks_dir))
+    store = ChunkStore(Path(chunks_dir), one_look=True)
     made: list[Analyzed] = []
     held: dict[int, FileRecord] = {}  # records the store held, read here
     try:

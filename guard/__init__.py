@@ -8,20 +8,47 @@ cut into chunks, so no known credential shape reaches the index. See docs/guard.
 
 from __future__ import annotations
 
-from .budget import Budget
-from .decision import (
-    ACTOR_NOT_ASKED,
-    ACTOR_PERSON,
-    Checker,
-    CheckResult,
-    Decision,
-    ListRecorder,
-    Recorder,
-    Verdict,
-)
-from .denylist import DEFAULT_DENY, Denylist
-from .guard import DefaultGuard, Guard, default_guard, precheck_all
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported at once: the name redact is both this function and its module, and a worker that
+# reads files needs it anyway.
 from .redact import KINDS, Finding, Redaction, marker, redact, scan
+
+if TYPE_CHECKING:
+    from .budget import Budget
+    from .decision import (
+        ACTOR_NOT_ASKED,
+        ACTOR_PERSON,
+        Checker,
+        CheckResult,
+        Decision,
+        ListRecorder,
+        Recorder,
+        Verdict,
+    )
+    from .denylist import DEFAULT_DENY, Denylist
+    from .guard import DefaultGuard, Guard, default_guard, precheck_all
+
+# The rest is imported on first use: a worker process that needs redaction and the no-link reads
+# does not pay for the guard's decisions and their recorders.
+_WHERE = {
+    "Budget": "nodwyn_retrieval.guard.budget",
+    "ACTOR_NOT_ASKED": "nodwyn_retrieval.guard.decision",
+    "ACTOR_PERSON": "nodwyn_retrieval.guard.decision",
+    "Checker": "nodwyn_retrieval.guard.decision",
+    "CheckResult": "nodwyn_retrieval.guard.decision",
+    "Decision": "nodwyn_retrieval.guard.decision",
+    "ListRecorder": "nodwyn_retrieval.guard.decision",
+    "Recorder": "nodwyn_retrieval.guard.decision",
+    "Verdict": "nodwyn_retrieval.guard.decision",
+    "DEFAULT_DENY": "nodwyn_retrieval.guard.denylist",
+    "Denylist": "nodwyn_retrieval.guard.denylist",
+    "DefaultGuard": "nodwyn_retrieval.guard.guard",
+    "Guard": "nodwyn_retrieval.guard.guard",
+    "default_guard": "nodwyn_retrieval.guard.guard",
+    "precheck_all": "nodwyn_retrieval.guard.guard",
+}
 
 __all__ = [
     "ACTOR_NOT_ASKED",
@@ -46,3 +73,12 @@ __all__ = [
     "redact",
     "scan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'nodwyn_retrieval.guard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value

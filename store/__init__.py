@@ -16,44 +16,85 @@ never trusted and never a crash. docs/store-format.md describes every file.
 
 from __future__ import annotations
 
-from nodwyn_retrieval.store.atomic import file_lock, write_atomic
-from nodwyn_retrieval.store.codec import decode, encode
-from nodwyn_retrieval.store.config import (
-    Config,
-    earlier_tasks,
-    load_config,
-    set_earlier_tasks,
-    workspaces_error,
-)
-from nodwyn_retrieval.store.log import (
-    LogRead,
-    LogWriter,
-    TaskMeta,
-    list_tasks,
-    log_path,
-    meta_path,
-    read_event_at,
-    read_log,
-    task_meta,
-    write_task_meta,
-)
-from nodwyn_retrieval.store.manifest import (
-    Entry,
-    Manifest,
-    list_manifests,
-    load_manifest,
-    manifest_lock,
-    manifest_path,
-    save_manifest,
-)
-from nodwyn_retrieval.store.paths import (
-    ProjectDirs,
-    config_dir,
-    data_dir,
-    git_toplevel,
-    project_dirs,
-    project_key,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodwyn_retrieval.store.atomic import file_lock, write_atomic
+    from nodwyn_retrieval.store.codec import decode, encode
+    from nodwyn_retrieval.store.config import (
+        Config,
+        earlier_tasks,
+        load_config,
+        set_earlier_tasks,
+        workspaces_error,
+    )
+    from nodwyn_retrieval.store.log import (
+        LogRead,
+        LogWriter,
+        TaskMeta,
+        list_tasks,
+        log_path,
+        meta_path,
+        read_event_at,
+        read_log,
+        task_meta,
+        write_task_meta,
+    )
+    from nodwyn_retrieval.store.manifest import (
+        Entry,
+        Manifest,
+        list_manifests,
+        load_manifest,
+        manifest_lock,
+        manifest_path,
+        save_manifest,
+    )
+    from nodwyn_retrieval.store.paths import (
+        ProjectDirs,
+        config_dir,
+        data_dir,
+        git_toplevel,
+        project_dirs,
+        project_key,
+    )
+
+# Each name is imported on first use: a worker process that needs the chunk store and the codec
+# does not pay for the log's reader, the manifests, the configuration and filelock.
+_WHERE = {
+    "file_lock": "nodwyn_retrieval.store.atomic",
+    "write_atomic": "nodwyn_retrieval.store.atomic",
+    "decode": "nodwyn_retrieval.store.codec",
+    "encode": "nodwyn_retrieval.store.codec",
+    "Config": "nodwyn_retrieval.store.config",
+    "earlier_tasks": "nodwyn_retrieval.store.config",
+    "load_config": "nodwyn_retrieval.store.config",
+    "set_earlier_tasks": "nodwyn_retrieval.store.config",
+    "workspaces_error": "nodwyn_retrieval.store.config",
+    "LogRead": "nodwyn_retrieval.store.log",
+    "LogWriter": "nodwyn_retrieval.store.log",
+    "TaskMeta": "nodwyn_retrieval.store.log",
+    "list_tasks": "nodwyn_retrieval.store.log",
+    "log_path": "nodwyn_retrieval.store.log",
+    "meta_path": "nodwyn_retrieval.store.log",
+    "read_event_at": "nodwyn_retrieval.store.log",
+    "read_log": "nodwyn_retrieval.store.log",
+    "task_meta": "nodwyn_retrieval.store.log",
+    "write_task_meta": "nodwyn_retrieval.store.log",
+    "Entry": "nodwyn_retrieval.store.manifest",
+    "Manifest": "nodwyn_retrieval.store.manifest",
+    "list_manifests": "nodwyn_retrieval.store.manifest",
+    "load_manifest": "nodwyn_retrieval.store.manifest",
+    "manifest_lock": "nodwyn_retrieval.store.manifest",
+    "manifest_path": "nodwyn_retrieval.store.manifest",
+    "save_manifest": "nodwyn_retrieval.store.manifest",
+    "ProjectDirs": "nodwyn_retrieval.store.paths",
+    "config_dir": "nodwyn_retrieval.store.paths",
+    "data_dir": "nodwyn_retrieval.store.paths",
+    "git_toplevel": "nodwyn_retrieval.store.paths",
+    "project_dirs": "nodwyn_retrieval.store.paths",
+    "project_key": "nodwyn_retrieval.store.paths",
+}
 
 __all__ = [
     "Config",
@@ -89,3 +130,12 @@ __all__ = [
     "write_atomic",
     "write_task_meta",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'nodwyn_retrieval.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value

@@ -14,9 +14,12 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import filelock
 from nodwyn_retrieval.errors import StoreError
+
+if TYPE_CHECKING:
+    import filelock
 
 __all__ = ["TEMP_SUFFIX", "file_lock", "store_error", "write_atomic"]
 
@@ -101,4 +104,7 @@ def file_lock(path: Path, timeout: float = 30) -> filelock.BaseFileLock:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise store_error("locking", path, exc) from exc
+    # Imported here: a worker writing packs never takes a lock, nor pays for the import.
+    import filelock  # noqa: PLC0415
+
     return filelock.FileLock(str(path), timeout=timeout)

@@ -146,10 +146,15 @@ def records_bytes(items: list[tuple[str, FileRecord]]) -> list[bytes]:
 class ChunkStore:
     """Content-addressed :class:`FileRecord` records in packs under one directory (§4)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, one_look: bool = False) -> None:
+        """``one_look``: :meth:`exists` looks at the directory for keys it does not know at most
+        once after this object is made (a batch's store: a record another process writes
+        meanwhile is then made twice, which is harmless, instead of the packs' directory being
+        listed again at each miss while the other workers write theirs)."""
         self.directory = Path(directory)
         self.stats = ChunkStoreStats()
         self._index = pack_index(self.directory)
+        self._since = time.monotonic() if one_look else None
 
     def __repr__(self) -> str:
         return f"ChunkStore({str(self.directory)!r}, {self.stats})"
@@ -171,10 +176,10 @@ class ChunkStore:
             raise BadInput(f"{key!r} is not a chunk store key")
         return key
 
-    def _find(self, key: str) -> tuple[Pack, int] | None:
+    def _find(self, key: str, looked_since: float | None = None) -> tuple[Pack, int] | None:
         """Where key's record lies; the packs found damaged on the way are counted rebuilt."""
         before = self._index.damaged
-        got = self._index.find(key)
+        got = self._index.find(key, looked_since=looked_since)
         self.stats.rebuilt += self._index.damaged - before
         return got
 
@@ -279,7 +284,7 @@ class ChunkStore:
 
     def exists(self, key: str) -> bool:
         """Whether a pack holds a record of ``key`` (not whether it decodes)."""
-        return self._find(self._checked(key)) is not None
+        return self._find(self._checked(key), self._since) is not None
 
     def remove(self, key: str) -> None:
         """Delete the record of ``key``: each pack holding it is written again without it (the
@@ -444,7 +449,8 @@ def _payloads(items: list[tuple[str, FileRecord]]) -> Iterator[dict[str, object]
         top = _tops(col, end)
         widths = np.where(top < 1 << 8, 1, np.where(top < 1 << 16, 2, 4))
         # One narrowed copy of the whole batch a width in use; each record takes its slice.
-        by_width = {w: col.astype(_DTYPES[w]).tobytes() for w in np.unique(widths).tolist()}
+        # (A set, not np.unique: its first call imports numpy.ma, 10 to 25 ms in a worker.)
+        by_width = {w: col.astype(_DTYPES[w]).tobytes() for w in set(widths.tolist())}
         cut[name] = (widths.tolist(), by_width, end.tolist())
     for i, (key, record) in enumerate(items):
         rec: dict[str, object] = {"vocab": _joined(record.vocab)}

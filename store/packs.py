@@ -210,18 +210,23 @@ class PackIndex:
         self._sig: tuple[int, int] | None = None
         self._racy = True
         self._listed = 0.0
+        self._looked = float("-inf")  # the last _refresh's start (time.monotonic)
         self.listings = 0
         """How many times the directory was listed (for tests and profiles)."""
         self.damaged = 0
         """Packs found damaged and deleted."""
 
-    def find(self, key: str) -> tuple[Pack, int] | None:
-        """Where the record of key lies; the directory looked at again when it is not known."""
+    def find(self, key: str, *, looked_since: float | None = None) -> tuple[Pack, int] | None:
+        """Where the record of key lies; the directory looked at again when it is not known,
+        unless ``looked_since`` is given and it was looked at since then (time.monotonic): a
+        caller for which a pack written meanwhile may be missed (the record made twice) bounds
+        its misses to one look."""
         got = self.where.get(key)
         if got is not None:
             return got
         with self.lock:
-            self._refresh()
+            if looked_since is None or self._looked < looked_since:
+                self._refresh()
             return self.where.get(key)
 
     def locations(self, key: str) -> list[tuple[Pack, int]]:
@@ -271,6 +276,7 @@ class PackIndex:
                 self.dups[key] = rest
 
     def _refresh(self, *, force: bool = False) -> None:
+        self._looked = time.monotonic()
         try:
             st = os.stat(self._packs, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):

@@ -348,3 +348,38 @@ def test_misses_in_a_quiet_directory_do_not_list_it_again(tmp_path: Path) -> Non
         time.sleep(0.06)  # past the racy window's own pace
         assert not store.exists(key_of(text(2 + i)))
     assert index.listings == listed
+
+
+def test_a_batchs_store_looks_for_missing_keys_once(tmp_path: Path) -> None:
+    """A batch's store (one_look) lists the directory at its first miss and not at the next,
+    however the directory changes meanwhile (a pack another process writes is then missed, and
+    its record made twice); a store made later, and every get, look again."""
+    from nodwyn_retrieval.store.packs import write_pack
+
+    store = ChunkStore(tmp_path)
+    store.put(key_of(text(0)), analyze(text(0)))
+    reset_indexes()  # a new process: nothing known yet
+    batch = ChunkStore(tmp_path, one_look=True)
+    index = pack_index(tmp_path)
+    assert batch.exists(key_of(text(0)))  # the first look lists
+    listed = index.listings
+    other = ChunkStore.key(hashlib.sha256(b"elsewhere").hexdigest())
+    write_pack(tmp_path / PACKS, [(other, b"x")])  # another process's pack, after the look
+    time.sleep(0.06)  # past the racy window's own pace: a plain store would list again
+    assert not batch.exists(key_of(text(1)))
+    assert not batch.exists(other)
+    assert index.listings == listed
+    assert ChunkStore(tmp_path, one_look=True).exists(other)  # the next batch's store
+    assert index.listings == listed + 1
+
+
+def test_a_batchs_store_still_reads_a_record_written_after_its_look(tmp_path: Path) -> None:
+    """one_look bounds exists() alone: get() and path() look again, so a record another
+    process stored since is read, not taken as gone."""
+    batch = ChunkStore(tmp_path, one_look=True)
+    assert not batch.exists(key_of(text(0)))  # the look: nothing there
+    proc = writer(tmp_path, 0, 1, 1)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert batch.get(key_of(text(0))) == analyze(text(0))
+    assert batch.path(key_of(text(0))).parent == tmp_path / PACKS

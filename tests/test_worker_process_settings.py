@@ -44,3 +44,32 @@ async def test_many_batches_of_cycles_do_not_grow_a_worker_without_bound() -> No
         for _ in range(199):
             last = await pool.run(w.make_cycles, 200)
     assert last - first < 256 * 1024, (first, last)
+
+
+def test_a_workers_preload_leaves_the_actors_runtime_and_the_locks_out() -> None:
+    """What a build's worker imports as it starts (the pool's preload): the analysis, redaction,
+    the no-link reads and the chunk store, not asyncio, the actors' runtime, filelock, the log's
+    reader or the guard's decisions, which cost a new worker tens of milliseconds before its
+    first batch; nor numpy.ma, which numpy imports at the first np.unique without counts."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json, tempfile; import numpy, nodwyn_retrieval.actors._work as w; "
+        "w.analyze_packed([('a.py', b'def load_config(path):\\n    return path\\n')], "
+        "tempfile.mkdtemp()); print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout))
+    assert "nodwyn_retrieval.guard.redact" in loaded
+    assert "nodwyn_retrieval.store.chunkstore" in loaded
+    for heavy in (
+        "asyncio",
+        "filelock",
+        "nodwyn_retrieval.bus.actor",
+        "nodwyn_retrieval.store.log",
+        "nodwyn_retrieval.guard.guard",
+        "numpy.ma",
+    ):
+        assert heavy not in loaded, heavy
