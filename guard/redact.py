@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import importlib
 import os
 import re
 from collections.abc import Callable
@@ -352,7 +353,7 @@ def _prefixed(text: str, places: list[tuple[int, int]]) -> list[tuple[int, int]]
 # (guard/_redact_native.c) walks the text once for all of it; _places_python gives the same.
 
 try:  # built by `pip install .` where a C compiler is found; the Python path otherwise
-    from nodwyn_retrieval.guard import _redact_native  # type: ignore[attr-defined]
+    _redact_native: Any = importlib.import_module("nodwyn_retrieval.guard._redact_native")
 except ImportError:  # pragma: no cover - depends on how the package was installed
     _redact_native = None
 _PURE_PYTHON = "NODWYN_RETRIEVAL_PURE_PYTHON"
