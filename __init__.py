@@ -17,8 +17,9 @@ Names are loaded on first use, so importing the package costs little until an en
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from nodwyn_retrieval._lazy import load
 
 __version__ = "0.2.0"
 
@@ -41,24 +42,24 @@ if TYPE_CHECKING:
     from nodwyn_retrieval.tools import tool_definitions, working_rule
 
 _WHERE = {
-    "Engine": "entry",
-    "SearchOutput": "entry",
-    "ToolOutput": "entry",
-    "UpdateOutput": "entry",
-    "Progress": "actors.messages",
-    "tool_definitions": "tools",
-    "working_rule": "tools",
-    "ActorDead": "errors",
-    "BadInput": "errors",
-    "DeadlineExceeded": "errors",
-    "Disabled": "errors",
-    "FormatError": "errors",
-    "GuardRefused": "errors",
-    "NotFound": "errors",
-    "RetrievalError": "errors",
-    "StoreError": "errors",
-    "WorkerCrashed": "errors",
-    "WorkerError": "errors",
+    "Engine": ".entry",
+    "SearchOutput": ".entry",
+    "ToolOutput": ".entry",
+    "UpdateOutput": ".entry",
+    "Progress": ".actors.messages",
+    "tool_definitions": ".tools",
+    "working_rule": ".tools",
+    "ActorDead": ".errors",
+    "BadInput": ".errors",
+    "DeadlineExceeded": ".errors",
+    "Disabled": ".errors",
+    "FormatError": ".errors",
+    "GuardRefused": ".errors",
+    "NotFound": ".errors",
+    "RetrievalError": ".errors",
+    "StoreError": ".errors",
+    "WorkerCrashed": ".errors",
+    "WorkerError": ".errors",
 }
 
 __all__ = [
@@ -85,9 +86,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'nodwyn_retrieval' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"nodwyn_retrieval.{where}"), name)
-    globals()[name] = value
-    return value
+    return load(__name__, _WHERE, globals(), name)

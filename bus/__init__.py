@@ -3,8 +3,9 @@ process pool; no domain logic."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from nodwyn_retrieval._lazy import load
 
 if TYPE_CHECKING:
     from nodwyn_retrieval.bus.actor import Actor, ActorRef, ActorSystem, RestartPolicy
@@ -24,9 +25,4 @@ __all__ = ["Actor", "ActorRef", "ActorSystem", "ProcessPool", "RestartPolicy"]
 
 
 def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'nodwyn_retrieval.bus' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+    return load(__name__, _WHERE, globals(), name)

@@ -8,8 +8,9 @@ cut into chunks, so no known credential shape reaches the index. See docs/guard.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from nodwyn_retrieval._lazy import load
 
 # Imported at once: the name redact is both this function and its module, and a worker that
 # reads files needs it anyway.
@@ -76,9 +77,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'nodwyn_retrieval.guard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+    return load(__name__, _WHERE, globals(), name)

@@ -16,8 +16,9 @@ never trusted and never a crash. docs/store-format.md describes every file.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from nodwyn_retrieval._lazy import load
 
 if TYPE_CHECKING:
     from nodwyn_retrieval.store.atomic import file_lock, write_atomic
@@ -133,9 +134,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'nodwyn_retrieval.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+    return load(__name__, _WHERE, globals(), name)
