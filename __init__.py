@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nodwyn_retrieval._lazy import load
-
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
@@ -86,4 +84,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    # The helper imported here: `import nodwyn_retrieval` loads no module of the package.
+    from nodwyn_retrieval._lazy import load  # noqa: PLC0415
+
     return load(__name__, _WHERE, globals(), name)
