@@ -121,6 +121,29 @@ def test_the_compiled_stored_form_is_the_python_paths(seed: int) -> None:
     assert again.to_obj() == seg.to_obj_python()
 
 
+def test_the_compiled_vocabulary_order_is_by_bytes_past_the_first_eight() -> None:
+    # The compiled sort compares each word's first eight bytes first: words that share them, that
+    # end within them, that go on with NUL bytes (the head of the shorter word), or whose bytes
+    # pass 0x7F (compared unsigned) are still in the order of their UTF-8 bytes.
+    words = [
+        "abcdefgh", "abcdefghi", "abcdefgg", "abcdefgh\0", "abcdefghz", "abc", "abc\0", "abc\0\0x",
+        "ab", "a", "\0", "\0\0", "é", "e", "\x7f", "\x80", "ÿÿÿÿ", "abcdefg", "abcdefgé",
+        "zzzzzzzz", "zzzzzzzzzzzzzzzzz", "zzzzzzzzzzzzzzzzy", "abcdefgh" * 9,
+    ]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(20):
+        rng.shuffle(words)
+        n = len(words)
+        doc = np.arange(n, dtype=np.uint32)
+        seg = Segment.from_pairs_python(
+            list(words), n, doc, np.arange(n, dtype=np.uint32), np.ones(n, dtype=np.uint32)
+        )
+        obj = seg.to_obj()
+        assert obj == seg.to_obj_python()
+        stored = list(Segment.from_obj(obj).words)
+        assert stored == sorted(words, key=lambda w: w.encode("utf-8"))
+
+
 def test_the_compiled_stored_form_widths_and_exceptions() -> None:
     # One word with 70,000 postings (its count in 4 bytes), one of 300 (2), one word of 300
     # bytes (lengths in 2 bytes); differences of exactly 0xFFFE, 0xFFFF and past; frequencies
