@@ -54,7 +54,7 @@ from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.tree import TreeBuilder, TreeIndex, TreeSegment, pairs_of
 from nodwyn_retrieval.store.atomic import write_atomic
 from nodwyn_retrieval.store.chunkstore import ChunkStore
-from nodwyn_retrieval.store.codec import encode
+from nodwyn_retrieval.store.codec import encode_parts
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -521,13 +521,16 @@ class IndexerActor(Actor):
         async with self._snapshot_lock:
             if base is self._snapshot_base:
                 return None  # already written
+            path = self.snapshot_path
+
+            def save() -> None:
+                # In pieces: its long arrays are written as to_obj made them, not joined first.
+                write_atomic(path, encode_parts(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj()))
+
             try:
-                # Encoded in a thread: the base is never changed once built (a change makes a
-                # new one), so the next message's work may go on meanwhile.
-                data = await asyncio.to_thread(
-                    lambda: encode(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, base.to_obj())
-                )
-                await asyncio.to_thread(write_atomic, self.snapshot_path, data)
+                # Encoded and written in a thread: the base is never changed once built (a
+                # change makes a new one), so the next message's work may go on meanwhile.
+                await asyncio.to_thread(save)
             except StoreError as e:
                 return str(e)
             self._snapshot_base = base

@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,8 +50,10 @@ def store_error(action: str, path: Path | str, exc: OSError) -> StoreError:
     return StoreError(f"{reason} {action} {path}")
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+def write_atomic(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, whole.
+    ``data`` may be given in pieces (a sequence of bytes), written one after the other: a large
+    file is then never joined into one buffer first.
 
     A uniquely named temporary file beside ``path`` is written, flushed, fsync'ed and renamed over
     it with :func:`os.replace`. Parent directories are created. An existing file's permission bits
@@ -79,7 +82,8 @@ def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
         raise store_error("writing", path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                f.write(piece)
             f.flush()
             if sync:
                 os.fsync(f.fileno())

@@ -46,6 +46,7 @@ __all__ = [
     "MAX_SIZE",
     "decode",
     "encode",
+    "encode_parts",
     "frame",
     "inflate_limit",
 ]
@@ -102,6 +103,50 @@ def encode(
     raw = msgpack.packb(payload, use_bin_type=True)
     return frame(magic, version, raw, compress=compress, level=level, method=method,
                  max_size=max_size)  # fmt: skip
+
+
+_BIG = 1 << 16
+"""A byte string at least this long is given by :func:`encode_parts` as it is, not copied."""
+_BIN32 = struct.Struct(">BI")
+
+
+def encode_parts(magic: bytes, version: int, payload: object) -> list[bytes]:
+    """:func:`encode` uncompressed, as pieces whose join is its bytes: each long byte string of
+    the payload (in its maps and lists) is a piece of its own, the very object, so that a large
+    payload (a tree's snapshot) is written without being copied into one buffer, then into a
+    bytes object, then behind its header. What is not a map, a list or a long byte string is
+    packed as :func:`encode` packs it."""
+    _magic_ok(magic)
+    _version_ok(version)
+    parts: list[bytes] = [HEADER.pack(magic, version, 0)]
+    packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+
+    def flush() -> None:
+        packed = packer.bytes()
+        if packed:
+            parts.append(packed)
+            packer.reset()
+
+    def walk(obj: object) -> None:
+        if type(obj) is dict:
+            packer.pack_map_header(len(obj))
+            for key, value in obj.items():
+                walk(key)
+                walk(value)
+        elif type(obj) is list:
+            packer.pack_array_header(len(obj))
+            for item in obj:
+                walk(item)
+        elif type(obj) is bytes and _BIG <= len(obj) <= 0xFFFFFFFF:
+            flush()
+            parts.append(_BIN32.pack(0xC6, len(obj)))  # msgpack's bin 32: what packb gives it
+            parts.append(obj)
+        else:
+            packer.pack(obj)
+
+    walk(payload)
+    flush()
+    return parts
 
 
 def frame(

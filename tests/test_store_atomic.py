@@ -88,3 +88,20 @@ def test_a_file_lock_excludes_a_second_holder(tmp_path: Path) -> None:
         second.acquire()
     with second:
         assert second.is_locked
+
+
+def test_a_write_in_pieces_is_their_join_and_is_as_atomic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "file.bin"
+    write_atomic(target, [b"head", b"", b"x" * 100_000, b"tail"])
+    assert target.read_bytes() == b"head" + b"x" * 100_000 + b"tail"
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(StoreError, match=rf"^no space left on device writing {target}$"):
+        write_atomic(target, [b"new", b"er"])
+    assert target.read_bytes() == b"head" + b"x" * 100_000 + b"tail"
+    assert os.listdir(tmp_path) == ["file.bin"]

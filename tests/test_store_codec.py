@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodwyn_retrieval.errors import FormatError
-from nodwyn_retrieval.store.codec import MAX_RATIO, decode, encode
+from nodwyn_retrieval.store.codec import MAX_RATIO, decode, encode, encode_parts
 
 MAGIC = b"NRXX"
 PAYLOAD = {"paths": ["a.py", "b/c.py"], "n": [1, 2**31 - 1], "blob": b"\x00\x01" * 50}
@@ -196,3 +196,61 @@ def test_bit_flips_in_valid_files_decode_or_raise_format_error(
     for bit in flips:
         buf[bit // 8] ^= 1 << (bit % 8)
     _decode_or_format_error(bytes(buf))
+
+
+BIG = 1 << 16  # store.codec._BIG: a byte string this long is a piece of its own
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {},
+        PAYLOAD,
+        {"a": b"x" * BIG, "b": b"y" * (BIG - 1), "c": [b"z" * (BIG + 7), 3, None]},
+        {"segment": {"vocab": bytes(range(256)) * 1000, "n": 2**40, "f": 0.5}, "k": "ü"},
+        [b"\0" * BIG, {"nested": [[b"q" * BIG]]}, True, -1, ("a", b"t" * BIG)],
+        b"w" * (3 * BIG),
+    ],
+)
+def test_the_pieces_of_a_payload_join_into_its_encoding(payload: object) -> None:
+    parts = encode_parts(MAGIC, 7, payload)
+    assert b"".join(parts) == encode(MAGIC, 7, payload)
+    assert decode(MAGIC, 7, b"".join(parts)) == msgpack.unpackb(
+        msgpack.packb(payload, use_bin_type=True), raw=False
+    )
+
+
+def test_a_long_byte_string_is_a_piece_of_its_own_not_a_copy() -> None:
+    blob = b"a" * (BIG + 1)
+    parts = encode_parts(MAGIC, 1, {"blob": blob, "n": 1})
+    assert any(p is blob for p in parts)
+    small = b"b" * (BIG - 1)
+    assert not any(p is small for p in encode_parts(MAGIC, 1, {"blob": small}))
+
+
+def test_pieces_refuse_what_msgpack_cannot_hold_and_a_bad_frame() -> None:
+    with pytest.raises(TypeError):
+        encode_parts(MAGIC, 1, {"x": object()})
+    with pytest.raises(ValueError, match="magic"):
+        encode_parts(b"XX", 1, {})
+    with pytest.raises(ValueError, match="u16"):
+        encode_parts(MAGIC, 70000, {})
+
+
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**64 - 1)
+        | st.text(max_size=5)
+        | st.binary(max_size=8)
+        | st.just(b"L" * BIG),
+        lambda kids: (
+            st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=3), kids, max_size=4)
+        ),
+        max_leaves=12,
+    )
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_payload_gives_the_same_bytes_in_pieces(payload: object) -> None:
+    assert b"".join(encode_parts(MAGIC, 2, payload)) == encode(MAGIC, 2, payload)
