@@ -11,7 +11,9 @@ other by tests/test_tree_native.py).
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -299,6 +301,10 @@ def _u32(a: npt.NDArray[Any]) -> U32:
     return a.astype(np.uint32)
 
 
+_PIECES = ("_n_chunks", "_doc", "_word", "_tf", "_starts", "_ends", "_piece_docs")
+"""The lists of a :class:`TreeBuilder` that hold one entry a piece added."""
+
+
 class TreeBuilder:
     """A tree segment built piece by piece as the files' postings arrive (:class:`Pairs`).
 
@@ -322,6 +328,7 @@ class TreeBuilder:
         self._tf: list[U32] = []
         self._starts: list[U32] = []
         self._ends: list[U32] = []
+        self._piece_docs: list[int] = []  # each piece's documents, in the order they were added
         self.n_docs = 0
         self.n_pairs = 0
         self.cpu = 0.0
@@ -375,15 +382,89 @@ class TreeBuilder:
         self._tf.append(tf)
         self._starts.append(pairs.starts)
         self._ends.append(pairs.ends)
+        self._piece_docs.append(pairs.n_docs)
         self.n_docs += pairs.n_docs
         self.n_pairs += len(pairs.doc)  # as given: what the add's CPU is priced by
         self.cpu += time.thread_time() - t
+
+    def _pieces_in_order(self) -> None:
+        """The pieces cut and put in their files' order, when each piece's order keys ascend (a
+        first build's batches, which come back from two workers out of turn, a batch sometimes
+        holding two stretches of the tree). Each piece is cut where a file of another piece
+        falls between two of its own (a cut's postings are those of its documents, still sorted
+        by word and document), and each cut's documents are numbered again by a shift. The
+        finish's sort then meets the files in order and sorts the postings by word alone, rather
+        than by document first (a pass over every posting, and a copy of them). Pieces whose
+        keys do not ascend, or whose cuts would cost more than half a pass over all the
+        postings, are left as they are: the finish renumbers their documents."""
+        n = len(self._doc)
+        if n < 2:
+            return
+        keys = [o for o, _, _ in self._files]
+        rank = {key: r for r, key in enumerate(sorted(keys))}
+        if len(rank) != len(keys):
+            return  # a key given twice: the finish's stable sort decides
+        # (piece, its first and last file + 1, its first and last document + 1), a stretch each
+        cuts: list[tuple[int, int, int, int, int]] = []
+        masked = 0  # postings looked at to cut pieces
+        at = 0
+        for k in range(n):
+            size = len(self._n_chunks[k])
+            ranks = [rank[key] for key in keys[at : at + size]]
+            if any(y <= x for x, y in itertools.pairwise(ranks)):
+                return  # a piece out of its own order: renumbered by the finish
+            first_doc = np.zeros(size + 1, dtype=np.int64)
+            np.cumsum(self._n_chunks[k], out=first_doc[1:])
+            lo, before = 0, len(cuts)
+            for i in range(1, size + 1):
+                if i == size or ranks[i] != ranks[i - 1] + 1:
+                    cuts.append((k, lo, i, int(first_doc[lo]), int(first_doc[i])))
+                    lo = i
+            if len(cuts) - before > 1:  # a pass over the piece's postings a cut
+                masked += (len(cuts) - before) * len(self._doc[k])
+            at += size
+        if masked * 2 > sum(len(d) for d in self._doc):
+            return  # the renumbering's one pass costs less
+        starts_at = np.cumsum([0, *(len(c) for c in self._n_chunks)]).tolist()
+        first_rank = [rank[keys[starts_at[k] + f_lo]] for k, f_lo, _, _, _ in cuts]
+        order = sorted(range(len(cuts)), key=first_rank.__getitem__)
+        if order == list(range(len(cuts))):
+            return
+        base = np.cumsum([0, *self._piece_docs[:-1]], dtype=np.int64).tolist()
+        per_piece = collections.Counter(k for k, _, _, _, _ in cuts)
+        pieces: dict[str, list[Any]] = {name: [] for name in _PIECES}
+        files: list[tuple[int, str, str]] = []
+        new_base = 0
+        for c in order:
+            k, f_lo, f_hi, d_lo, d_hi = cuts[c]
+            doc, word, tf = self._doc[k], self._word[k], self._tf[k]
+            if per_piece[k] > 1:  # the cut's own postings, in their order
+                keep = (doc >= np.uint32(base[k] + d_lo)) & (doc < np.uint32(base[k] + d_hi))
+                doc, word, tf = doc[keep], word[keep], tf[keep]
+            shift = np.uint32((new_base - base[k] - d_lo) % 2**32)  # uint32 arithmetic wraps
+            if doc.flags.writeable:
+                doc += shift  # in place: no new pages for a copy
+            else:
+                doc = doc + shift
+            pieces["_doc"].append(doc)
+            pieces["_word"].append(word)
+            pieces["_tf"].append(tf)
+            pieces["_n_chunks"].append(self._n_chunks[k][f_lo:f_hi])
+            pieces["_starts"].append(self._starts[k][d_lo:d_hi])
+            pieces["_ends"].append(self._ends[k][d_lo:d_hi])
+            pieces["_piece_docs"].append(d_hi - d_lo)
+            files.extend(self._files[starts_at[k] + f_lo : starts_at[k] + f_hi])
+            new_base += d_hi - d_lo
+        self._files = files
+        for name, got in pieces.items():
+            setattr(self, name, got)
 
     def finish(self) -> TreeSegment:
         """The segment of every file added, in their order keys' order (once: the builder hands
         its vocabulary to the segment)."""
         if self._spent:
             raise ValueError("this tree segment is already finished: start a new TreeBuilder")
+        self._pieces_in_order()
         files = self._files
         counts = np.concatenate(self._n_chunks) if self._n_chunks else _NO_FILES
         starts = np.concatenate(self._starts) if self._starts else np.zeros(0, np.uint32)

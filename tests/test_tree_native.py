@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -250,6 +251,56 @@ def test_a_real_trees_build_is_the_same_both_ways(
     one = TreeSegment.build([(p, f"k{i}", r) for i, (p, r) in enumerate(recs)])
     assert one.to_obj() == compiled.to_obj()
     assert compiled.segment.postings("segment")[0].size > 0
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "whole",  # whole batches out of turn
+        "stretches",  # a batch holding two stretches of the tree, others between them
+        "costly_cuts",  # a batch of stretches the cutting of which costs more: renumbered
+        "own_order",  # a batch whose files are out of their own order: renumbered
+        "repeated",  # a key given twice: the finish's stable sort decides
+    ],
+)
+def test_batches_out_of_turn_are_cut_and_put_in_order_or_renumbered(
+    monkeypatch: pytest.MonkeyPatch, compiled: bool, shape: str
+) -> None:
+    recs = _records(16)
+    items = [(i, p, r) for i, (p, r) in enumerate(recs)]
+    if shape == "whole":
+        batches = [items[8:12], items[0:4], items[12:16], items[4:8]]
+    elif shape == "stretches":
+        batches = [items[4:5] + items[15:16], items[0:4], items[5:15]]
+    elif shape == "costly_cuts":
+        batches = [items[0:16:2], items[1:16:2]]
+    elif shape == "own_order":
+        batches = [items[4:8], [items[2], items[0], items[1], items[3]], items[8:16]]
+    else:
+        batches = [items[4:8], [(3, p, r) for _, p, r in items[0:4]], items[8:16]]
+    seen: list[bool] = []
+    real = bm25._sort_native
+
+    def sort(*args: Any) -> Any:
+        seen.append(len(args) > 5)  # a renumbering given
+        return real(*args)
+
+    if compiled:
+        monkeypatch.setattr(tree_build, "_sort_native", sort)
+        monkeypatch.setattr(bm25, "_sort_native", sort)
+    got = _build(monkeypatch, batches, compiled=compiled)
+    renumbered = seen[-1] if seen else None  # the last call is the finish's
+    flat = sorted((o, p, r) for batch in batches for o, p, r in batch)
+    want = TreeSegment.build([(p, f"k{o}", r) for o, p, r in flat])
+    if shape == "repeated":  # the stable sort keeps the first batch's first among equal keys
+        flat = sorted(flat, key=lambda t: t[0])
+        want = TreeSegment.build([(p, f"k{o}", r) for o, p, r in flat])
+    # The same segment as the files built in their order (its words numbered as they came).
+    assert got.files == want.files
+    assert got.to_obj() == want.to_obj()
+    if compiled:  # by word alone once the pieces are in order
+        assert renumbered is (shape in ("costly_cuts", "own_order", "repeated"))
 
 
 def test_the_environment_turns_the_compiled_paths_off() -> None:
