@@ -11,7 +11,6 @@ other by tests/test_tree_native.py).
 
 from __future__ import annotations
 
-import collections
 import functools
 import itertools
 import time
@@ -301,7 +300,7 @@ def _u32(a: npt.NDArray[Any]) -> U32:
     return a.astype(np.uint32)
 
 
-_PIECES = ("_n_chunks", "_doc", "_word", "_tf", "_starts", "_ends", "_piece_docs")
+_PIECES = ("_n_chunks", "_doc", "_word", "_tf", "_starts", "_ends")
 """The lists of a :class:`TreeBuilder` that hold one entry a piece added."""
 
 
@@ -328,7 +327,6 @@ class TreeBuilder:
         self._tf: list[U32] = []
         self._starts: list[U32] = []
         self._ends: list[U32] = []
-        self._piece_docs: list[int] = []  # each piece's documents, in the order they were added
         self.n_docs = 0
         self.n_pairs = 0
         self.cpu = 0.0
@@ -382,7 +380,6 @@ class TreeBuilder:
         self._tf.append(tf)
         self._starts.append(pairs.starts)
         self._ends.append(pairs.ends)
-        self._piece_docs.append(pairs.n_docs)
         self.n_docs += pairs.n_docs
         self.n_pairs += len(pairs.doc)  # as given: what the add's CPU is priced by
         self.cpu += time.thread_time() - t
@@ -404,10 +401,15 @@ class TreeBuilder:
         rank = {key: r for r, key in enumerate(sorted(keys))}
         if len(rank) != len(keys):
             return  # a key given twice: the finish's stable sort decides
-        # (piece, its first and last file + 1, its first and last document + 1), a stretch each
+        # (piece, its first and last file + 1, its first and last document + 1), a stretch each;
+        # each stretch's first key's rank, each piece's first file and first document
         cuts: list[tuple[int, int, int, int, int]] = []
+        first_rank: list[int] = []
+        file_at: list[int] = []
+        doc_at: list[int] = []
+        split: set[int] = set()  # the pieces cut in more than one stretch
         masked = 0  # postings looked at to cut pieces
-        at = 0
+        at = docs = 0
         for k in range(n):
             size = len(self._n_chunks[k])
             ranks = [rank[key] for key in keys[at : at + size]]
@@ -419,29 +421,31 @@ class TreeBuilder:
             for i in range(1, size + 1):
                 if i == size or ranks[i] != ranks[i - 1] + 1:
                     cuts.append((k, lo, i, int(first_doc[lo]), int(first_doc[i])))
+                    first_rank.append(ranks[lo])
                     lo = i
             if len(cuts) - before > 1:  # a pass over the piece's postings a cut
+                split.add(k)
                 masked += (len(cuts) - before) * len(self._doc[k])
+            file_at.append(at)
+            doc_at.append(docs)
             at += size
+            docs += len(self._starts[k])  # a piece's documents: one start each
         if masked * 2 > sum(len(d) for d in self._doc):
             return  # the renumbering's one pass costs less
-        starts_at = np.cumsum([0, *(len(c) for c in self._n_chunks)]).tolist()
-        first_rank = [rank[keys[starts_at[k] + f_lo]] for k, f_lo, _, _, _ in cuts]
         order = sorted(range(len(cuts)), key=first_rank.__getitem__)
         if order == list(range(len(cuts))):
             return
-        base = np.cumsum([0, *self._piece_docs[:-1]], dtype=np.int64).tolist()
-        per_piece = collections.Counter(k for k, _, _, _, _ in cuts)
         pieces: dict[str, list[Any]] = {name: [] for name in _PIECES}
         files: list[tuple[int, str, str]] = []
         new_base = 0
         for c in order:
             k, f_lo, f_hi, d_lo, d_hi = cuts[c]
             doc, word, tf = self._doc[k], self._word[k], self._tf[k]
-            if per_piece[k] > 1:  # the cut's own postings, in their order
-                keep = (doc >= np.uint32(base[k] + d_lo)) & (doc < np.uint32(base[k] + d_hi))
+            base = doc_at[k]
+            if k in split:  # the cut's own postings, in their order
+                keep = (doc >= np.uint32(base + d_lo)) & (doc < np.uint32(base + d_hi))
                 doc, word, tf = doc[keep], word[keep], tf[keep]
-            shift = np.uint32((new_base - base[k] - d_lo) % 2**32)  # uint32 arithmetic wraps
+            shift = np.uint32((new_base - base - d_lo) % 2**32)  # uint32 arithmetic wraps
             if doc.flags.writeable:
                 doc += shift  # in place: no new pages for a copy
             else:
@@ -452,8 +456,7 @@ class TreeBuilder:
             pieces["_n_chunks"].append(self._n_chunks[k][f_lo:f_hi])
             pieces["_starts"].append(self._starts[k][d_lo:d_hi])
             pieces["_ends"].append(self._ends[k][d_lo:d_hi])
-            pieces["_piece_docs"].append(d_hi - d_lo)
-            files.extend(self._files[starts_at[k] + f_lo : starts_at[k] + f_hi])
+            files.extend(self._files[file_at[k] + f_lo : file_at[k] + f_hi])
             new_base += d_hi - d_lo
         self._files = files
         for name, got in pieces.items():
