@@ -53,7 +53,8 @@ def store_error(action: str, path: Path | str, exc: OSError) -> StoreError:
 def write_atomic(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, whole.
     ``data`` may be given in pieces (a sequence of bytes), written one after the other: a large
-    file is then never joined into one buffer first.
+    file is then never joined into one buffer first. A ``bytearray`` or a ``memoryview`` is one
+    piece, as ``bytes`` is.
 
     A uniquely named temporary file beside ``path`` is written, flushed, fsync'ed and renamed over
     it with :func:`os.replace`. Parent directories are created. An existing file's permission bits
@@ -82,7 +83,7 @@ def write_atomic(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True
         raise store_error("writing", path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as f:
-            for piece in (data,) if isinstance(data, bytes) else data:
+            for piece in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
                 f.write(piece)
             f.flush()
             if sync:

@@ -105,3 +105,12 @@ def test_a_write_in_pieces_is_their_join_and_is_as_atomic(
         write_atomic(target, [b"new", b"er"])
     assert target.read_bytes() == b"head" + b"x" * 100_000 + b"tail"
     assert os.listdir(tmp_path) == ["file.bin"]
+
+
+def test_a_bytearray_or_a_memoryview_is_written_whole_as_bytes_is(tmp_path: Path) -> None:
+    target = tmp_path / "file.bin"
+    write_atomic(target, bytearray(b"array"))
+    assert target.read_bytes() == b"array"
+    write_atomic(target, memoryview(b"view of bytes")[8:])
+    assert target.read_bytes() == b"bytes"
+    assert os.listdir(tmp_path) == ["file.bin"]
