@@ -310,13 +310,109 @@ static void le32(unsigned char *q, uint32_t v) {
     q[2] = (unsigned char)(v >> 16), q[3] = (unsigned char)(v >> 24);
 }
 
+/* refs[i] for each of the nw words of seq (a PySequence_Fast): its UTF-8 bytes (the str's own,
+ * valid while seq holds it), its index and its head; the bytes' total and the longest word's
+ * length. -1 with the error set when a word is not a str. */
+static int word_refs(PyObject *seq, word_ref *refs, Py_ssize_t nw, Py_ssize_t *total,
+                     Py_ssize_t *top_len) {
+    for (Py_ssize_t i = 0; i < nw; i++) {
+        PyObject *w = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(w)) {
+            PyErr_SetString(PyExc_TypeError, "a word is not a str");
+            return -1;
+        }
+        refs[i].p = PyUnicode_AsUTF8AndSize(w, &refs[i].n);
+        if (refs[i].p == NULL) return -1;
+        refs[i].i = i;
+        uint64_t head = 0;
+        for (Py_ssize_t j = 0; j < 8; j++)
+            head = head << 8 | (j < refs[i].n ? (unsigned char)refs[i].p[j] : 0u);
+        refs[i].head = head;
+        *total += refs[i].n;
+        if (refs[i].n > *top_len) *top_len = refs[i].n;
+    }
+    return 0;
+}
+
+/* Whether order (bytes of nw native int64s, from vocab_order) puts refs in by_bytes' order: when
+ * it does, refs is put in that order (in place) and 1 is returned; else refs is left as it was
+ * and 0 is returned (the caller sorts). Checked whole, so a stale or foreign order only costs the
+ * sort. -1 with MemoryError set. */
+static int in_order(word_ref *refs, Py_ssize_t nw, PyObject *order_o) {
+    if (!PyBytes_Check(order_o) || PyBytes_GET_SIZE(order_o) != nw * (Py_ssize_t)sizeof(int64_t))
+        return 0;
+    const int64_t *order = (const int64_t *)PyBytes_AS_STRING(order_o);
+    unsigned char *seen = PyMem_Calloc((size_t)(nw ? nw : 1), 1);
+    if (seen == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int ok = 1;
+    for (Py_ssize_t j = 0; ok && j < nw; j++) {
+        int64_t i = order[j];
+        if (i < 0 || i >= nw || seen[i]) ok = 0;
+        else if (j && by_bytes(&refs[order[j - 1]], &refs[i]) >= 0) ok = 0;
+        else seen[i] = 1;
+    }
+    /* A permutation in order: applied cycle by cycle (refs[j] takes refs[order[j]]), seen
+     * cleared as each place is filled. */
+    for (Py_ssize_t j = 0; ok && j < nw; j++) {
+        if (!seen[j]) continue;
+        word_ref first = refs[j];
+        Py_ssize_t at = j;
+        for (;;) {
+            seen[at] = 0;
+            Py_ssize_t from = (Py_ssize_t)order[at];
+            if (from == j) {
+                refs[at] = first;
+                break;
+            }
+            refs[at] = refs[from];
+            at = from;
+        }
+    }
+    PyMem_Free(seen);
+    return ok;
+}
+
+/* vocab_order(words) -> bytes: the words' indices (native int64s) in their UTF-8 bytes' order,
+ * as pack_segment sorts them; the sort runs without the GIL, so that it can go on beside the
+ * postings' sort (sort_postings) in another thread. It sorts a tuple of the words, which holds
+ * each str (and so the bytes the sort reads) whatever another thread does to words meanwhile. */
+static PyObject *vocab_order(PyObject *self, PyObject *args) {
+    PyObject *words_o;
+    if (!PyArg_ParseTuple(args, "O:vocab_order", &words_o)) return NULL;
+    PyObject *seq = PySequence_Tuple(words_o);
+    if (seq == NULL) return NULL;
+    Py_ssize_t nw = PySequence_Fast_GET_SIZE(seq), total = 0, top_len = 0;
+    PyObject *result = NULL;
+    word_ref *refs = PyMem_Malloc((size_t)(nw ? nw : 1) * sizeof(word_ref));
+    if (refs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (word_refs(seq, refs, nw, &total, &top_len) < 0) goto done;
+    result = PyBytes_FromStringAndSize(NULL, nw * (Py_ssize_t)sizeof(int64_t));
+    if (result == NULL) goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    qsort(refs, (size_t)nw, sizeof(word_ref), by_bytes);
+    for (Py_ssize_t j = 0; j < nw; j++) out[j] = refs[j].i;
+    Py_END_ALLOW_THREADS
+done:
+    PyMem_Free(refs);
+    Py_DECREF(seq);
+    return result;
+}
+
 /* pack_segment(words, offsets, docs, tfs) -> tuple | None: the arrays of Segment.to_obj's stored
  * form, little-endian, the vocabulary sorted by its UTF-8 bytes: (vocab, vocab_len, counts,
  * first, delta, delta_exc_at, delta_exc, tf, tf_exc_at, tf_exc). None when a word has no
  * posting (the Python path then answers). */
 static PyObject *pack_segment(PyObject *self, PyObject *args) {
-    PyObject *words_o, *off_o, *docs_o, *tfs_o;
-    if (!PyArg_ParseTuple(args, "OOOO:pack_segment", &words_o, &off_o, &docs_o, &tfs_o))
+    PyObject *words_o, *off_o, *docs_o, *tfs_o, *order_o = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOO|O:pack_segment", &words_o, &off_o, &docs_o, &tfs_o,
+                          &order_o))
         return NULL;
     PyObject *seq = PySequence_Fast(words_o, "words must be a sequence");
     if (seq == NULL) return NULL;
@@ -359,23 +455,10 @@ static PyObject *pack_segment(PyObject *self, PyObject *args) {
         goto done;
     }
     Py_ssize_t total = 0, top_len = 0;
-    for (Py_ssize_t i = 0; i < nw; i++) {
-        PyObject *w = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyUnicode_Check(w)) {
-            PyErr_SetString(PyExc_TypeError, "a word is not a str");
-            goto done;
-        }
-        refs[i].p = PyUnicode_AsUTF8AndSize(w, &refs[i].n);
-        if (refs[i].p == NULL) goto done;
-        refs[i].i = i;
-        uint64_t head = 0;
-        for (Py_ssize_t j = 0; j < 8; j++)
-            head = head << 8 | (j < refs[i].n ? (unsigned char)refs[i].p[j] : 0u);
-        refs[i].head = head;
-        total += refs[i].n;
-        if (refs[i].n > top_len) top_len = refs[i].n;
-    }
-    qsort(refs, (size_t)nw, sizeof(word_ref), by_bytes);
+    if (word_refs(seq, refs, nw, &total, &top_len) < 0) goto done;
+    int given = order_o == Py_None ? 0 : in_order(refs, nw, order_o);
+    if (given < 0) goto done;
+    if (!given) qsort(refs, (size_t)nw, sizeof(word_ref), by_bytes);
     int wide_len = top_len > 0xFF;
     int64_t top_count = 0;
     for (Py_ssize_t w = 0; w < nw; w++)
@@ -636,9 +719,13 @@ static PyMethodDef methods[] = {
      "The pairs by word then document, repeated pairs summed and capped: (counts, docs, tfs, "
      "lengths) as bytes of int64, uint32, uint32 and uint32."},
     {"pack_segment", pack_segment, METH_VARARGS,
-     "pack_segment(words, offsets, docs, tfs, /)\n--\n\n"
-     "The stored form's arrays of a segment, its vocabulary sorted by its UTF-8 bytes, or None "
-     "when a word has no posting."},
+     "pack_segment(words, offsets, docs, tfs, order=None, /)\n--\n\n"
+     "The stored form's arrays of a segment, its vocabulary sorted by its UTF-8 bytes (in "
+     "order, vocab_order's, when it is that order), or None when a word has no posting."},
+    {"vocab_order", vocab_order, METH_VARARGS,
+     "vocab_order(words, /)\n--\n\n"
+     "The words' indices in the order of their UTF-8 bytes, as native int64 bytes (pack_segment's "
+     "order, sorted without the GIL)."},
     {"pairs_arrays", pairs_arrays, METH_VARARGS,
      "pairs_arrays(records, path_counts, first_weight, path_weight, /)\n--\n\n"
      "A batch's vocabulary and its pairs (doc, word, tf) as native uint32 bytes."},

@@ -25,9 +25,15 @@ def pack_segment(
     offsets: npt.NDArray[np.int64],
     docs: npt.NDArray[np.uint32],
     tfs: npt.NDArray[np.uint32],
+    order: bytes | None = None,
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None:
-    """Segment.to_obj's stored arrays, little-endian, or None when a word has no posting."""
+    """Segment.to_obj's stored arrays, little-endian, or None when a word has no posting; the
+    vocabulary in order (vocab_order's) when that is its sorted order, else sorted here."""
+
+def vocab_order(words: Sequence[str], /) -> bytes:
+    """The words' indices in their UTF-8 bytes' order, native int64 bytes (sorted without the
+    GIL: beside another thread's work)."""
 
 def pairs_arrays(
     records: list[object], path_counts: list[dict[str, int]], first_weight: int, path_weight: int, /

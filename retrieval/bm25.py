@@ -94,8 +94,8 @@ class Segment:
     unpacks a word's when it is first asked, and all of them when ``docs`` or ``tfs`` is.
     """
 
-    __slots__ = ("_blob", "_docs", "_found", "_ids", "_packed", "_pos", "_pos_list", "_tfs",
-                 "_unpacked", "_words", "lengths", "offsets", "total_length")  # fmt: skip
+    __slots__ = ("_blob", "_docs", "_found", "_ids", "_order", "_packed", "_pos", "_pos_list",
+                 "_tfs", "_unpacked", "_words", "lengths", "offsets", "total_length")  # fmt: skip
 
     def __init__(
         self,
@@ -108,9 +108,13 @@ class Segment:
         sorted_vocab: tuple[bytes, I64] | None = None,
         packed: _Packed | None = None,
         ids: dict[str, int] | None = None,
+        vocab_order: bytes | None = None,
     ) -> None:
         self._words: tuple[str, ...] | None = None if words is None else tuple(words)
         self._ids: dict[str, int] | None = ids
+        # The words' stored order when the caller sorted them already (vocab_order, beside the
+        # postings' sort): to_obj's compiled pack checks it whole and uses it, once.
+        self._order = vocab_order
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
         self._pos_list: memoryview | None = None
@@ -367,20 +371,23 @@ class Segment:
         lengths: U32,
         *,
         ids: dict[str, int] | None = None,
+        vocab_order: bytes | None = None,
     ) -> Segment:
         """The segment of postings already ordered by word then document, ``counts`` each
         word's number of them, no (word, document) twice (what :meth:`from_pairs` makes before
-        it builds): a word with none is dropped, the others keeping their relative order."""
+        it builds): a word with none is dropped, the others keeping their relative order.
+        ``vocab_order``, the words' stored order when the caller has it (``vocab_order`` of the
+        compiled module), is kept for :meth:`to_obj` unless a word is dropped."""
         n_words = len(words)
         used = np.flatnonzero(counts)
         if used.size != n_words:
             # Renumber the words that have postings, keeping their relative order.
             counts = counts[used]
             words = [words[int(i)] for i in used]
-            ids = None
+            ids = vocab_order = None
         offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        return cls(words, offsets, docs, tfs, lengths, ids=ids)
+        return cls(words, offsets, docs, tfs, lengths, ids=ids, vocab_order=vocab_order)
 
     # -- the stored form (the caller frames and stores the object) ---------------------------
 
@@ -396,8 +403,9 @@ class Segment:
         """
         packed = None
         if _pack_native is not None:
+            order, self._order = self._order, None
             packed = _pack_native(
-                self.words, self.offsets.astype(np.int64, copy=False), self.docs, self.tfs
+                self.words, self.offsets.astype(np.int64, copy=False), self.docs, self.tfs, order
             )
         if packed is None:
             return self.to_obj_python()

@@ -11,8 +11,10 @@ other by tests/test_tree_native.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,8 +50,9 @@ try:  # built by `pip install .` where a C compiler is found; the Python path ot
     from nodwyn_retrieval.retrieval._tree_native import map_words as _map_words
     from nodwyn_retrieval.retrieval._tree_native import pairs_arrays as _pairs_arrays
     from nodwyn_retrieval.retrieval._tree_native import sort_postings as _sort_postings
+    from nodwyn_retrieval.retrieval._tree_native import vocab_order as _vocab_order
 except ImportError:  # pragma: no cover - depends on how the package was installed
-    _map_words = _sort_postings = _pairs_arrays = None  # type: ignore[assignment]
+    _map_words = _sort_postings = _pairs_arrays = _vocab_order = None  # type: ignore[assignment]
 _map_native: Callable[[dict[str, int], list[str]], bytes] | None = (
     None if pure_python() else _map_words
 )
@@ -59,6 +62,35 @@ _pairs_native: Callable[..., tuple[list[str], bytes, bytes, bytes]] | None = (
 _sort_native: Callable[..., tuple[bytes, bytes, bytes, bytes]] | None = (
     None if pure_python() else _sort_postings
 )
+_order_native: Callable[[list[str]], bytes] | None = None if pure_python() else _vocab_order
+
+ORDER_BESIDE_WORDS = 4096
+"""A vocabulary this big or bigger is put in its stored order in a thread beside the postings'
+sort (:func:`_order_beside`); a smaller one sorts in less time than a thread takes to start."""
+
+
+def _order_beside(words: list[str]) -> Callable[[], bytes | None]:
+    """The words' stored order (the compiled ``vocab_order``) begun in a thread, to go on beside
+    the caller's postings' sort on the other core (both let go of the GIL; the segment's
+    stored form then packs without sorting). The function returned waits for it: None for a
+    small vocabulary, or when the sort failed (``Segment.to_obj`` then sorts the words)."""
+    if _order_native is None or len(words) < ORDER_BESIDE_WORDS:
+        return lambda: None
+    sort = _order_native
+    got: list[bytes] = []
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # (MemoryError: the stored form sorts them itself)
+            got.append(sort(words))
+
+    thread = threading.Thread(target=run, name="nodwyn-vocab-order", daemon=True)
+    thread.start()
+
+    def wait() -> bytes | None:
+        thread.join()
+        return got[0] if got else None
+
+    return wait
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -495,12 +527,9 @@ class TreeBuilder:
             )
             new_of_old = np.empty(self.n_docs, dtype=np.uint32)  # the pieces' width
             new_of_old[old_docs] = np.arange(self.n_docs, dtype=np.int64)
-            if _sort_native is not None:
-                # The compiled sort reads each document's new number as it sorts the pairs by
-                # document (the pieces' runs, interleaved once renumbered, need that pass anyway).
-                renumber = new_of_old
-            else:
-                doc = new_of_old[doc]
+            # The compiled sort reads each document's new number as it sorts the pairs by document
+            # (the pieces' runs, interleaved once renumbered, need that pass anyway).
+            renumber = new_of_old
             starts, ends = starts[old_docs], ends[old_docs]
             counts = new_counts
             files = [files[i] for i in order]
@@ -509,20 +538,28 @@ class TreeBuilder:
         # The vocabulary's map is handed to the segment (not made again): the builder is spent.
         ids, self._ids = self._ids, {}
         self._spent = True
-        if renumber is not None and _sort_native is not None:
-            counts_b, docs_b, tfs_b, lengths_b = _sort_native(
-                word, doc, tf, len(ids), self.n_docs, renumber
-            )
+        words = list(ids)
+        if _sort_native is not None and all(a.dtype == np.uint32 for a in (doc, word, tf)):
+            pending = _order_beside(words)  # on the other core, beside the sort below
+            try:
+                counts_b, docs_b, tfs_b, lengths_b = _sort_native(
+                    word, doc, tf, len(ids), self.n_docs, renumber
+                )
+            finally:
+                vocab_order = pending()
             segment = Segment.from_sorted(
-                list(ids),
+                words,
                 np.frombuffer(counts_b, dtype=np.int64),
                 np.frombuffer(docs_b, dtype=np.uint32),
                 np.frombuffer(tfs_b, dtype=np.uint32),
                 np.frombuffer(lengths_b, dtype=np.uint32),
                 ids=ids,
+                vocab_order=vocab_order,
             )
         else:
-            segment = Segment.from_pairs(list(ids), self.n_docs, doc, word, tf, ids=ids)
+            if renumber is not None:
+                doc = renumber[doc]
+            segment = Segment.from_pairs(words, self.n_docs, doc, word, tf, ids=ids)
         return TreeSegment(
             segment,
             [p for _, p, _ in files],

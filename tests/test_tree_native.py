@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,112 @@ def test_the_compiled_vocabulary_order_is_by_bytes_past_the_first_eight() -> Non
         assert stored == sorted(words, key=lambda w: w.encode("utf-8"))
 
 
+def _by_bytes(words: list[str]) -> list[int]:
+    """The words' indices in their UTF-8 bytes' order, equal words in their own order."""
+    return sorted(range(len(words)), key=lambda i: words[i].encode("utf-8"))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_vocabulary_order_is_the_stored_forms(seed: int) -> None:
+    # vocab_order (sorted without the GIL, beside the postings' sort) gives the order the
+    # stored form's own sort gives: by UTF-8 bytes past the first eight, equal words kept in
+    # their order; pack_segment given it packs exactly what it packs without it.
+    rng = random.Random(500 + seed)
+    words = [*WORDS, "abcdefgh", "abcdefgh\0", "abcdefghé", "\0", ""] + [
+        f"{rng.choice(['abcdefgh', 'x', 'é'])}{rng.randrange(10**6)}" for _ in range(2000)
+    ]
+    rng.shuffle(words)
+    order = np.frombuffer(native.vocab_order(words), dtype=np.int64).tolist()
+    assert order == _by_bytes(words)
+    assert native.vocab_order(tuple(words)) == native.vocab_order(words)
+    assert native.vocab_order([]) == b""
+    distinct = list(dict.fromkeys(words))
+    n = len(distinct)
+    seg = Segment.from_pairs_python(
+        distinct, n, np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32),
+        np.ones(n, dtype=np.uint32),
+    )  # fmt: skip
+    args = (seg.words, seg.offsets, seg.docs, seg.tfs)
+    given = native.vocab_order(list(seg.words))
+    assert native.pack_segment(*args, given) == native.pack_segment(*args)
+    assert seg.to_obj() == seg.to_obj_python()
+
+
+def test_a_wrong_vocabulary_order_is_not_trusted() -> None:
+    # An order that is not the words' sorted one (stale, short, a word twice, an index past the
+    # end, not bytes) is checked whole and left: the stored form sorts the words itself.
+    rng = random.Random(11)
+    words = list(dict.fromkeys(f"w{rng.randrange(10**6)}" for _ in range(300)))
+    n = len(words)
+    seg = Segment.from_pairs_python(
+        words, n, np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32),
+        np.ones(n, dtype=np.uint32),
+    )  # fmt: skip
+    args = (seg.words, seg.offsets, seg.docs, seg.tfs)
+    want = native.pack_segment(*args)
+    right = np.frombuffer(native.vocab_order(list(seg.words)), dtype=np.int64)
+    swapped = right.copy()
+    swapped[[3, 4]] = swapped[[4, 3]]
+    twice = right.copy()
+    twice[5] = twice[6]
+    past = right.copy()
+    past[0] = n
+    negative = right.copy()
+    negative[-1] = -1
+    for wrong in (
+        swapped.tobytes(), twice.tobytes(), past.tobytes(), negative.tobytes(),
+        right[:-1].tobytes(), right.tobytes() + b"\0" * 8, np.arange(n, dtype=np.int64).tobytes(),
+        bytearray(right.tobytes()), b"", "order",
+    ):  # fmt: skip
+        assert native.pack_segment(*args, wrong) == want
+    with pytest.raises(TypeError, match="str"):
+        native.vocab_order(["a", b"b"])
+    with pytest.raises(TypeError):
+        native.vocab_order(3)
+
+
+def test_a_first_builds_vocabulary_is_sorted_beside_its_postings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A vocabulary of ORDER_BESIDE_WORDS words or more is sorted in a thread during the finish's
+    # sort of the postings, and the stored form is the Python path's; a smaller one, or a sort
+    # that failed, leaves the stored form to sort the words.
+    rng = random.Random(5)
+    vocab = [f"n{i}x{rng.randrange(10**6)}" for i in range(tree_build.ORDER_BESIDE_WORDS + 50)]
+    recs = [(f"f{i}.py", analyze(" ".join(rng.sample(vocab, 400)))) for i in range(40)]
+    items = [(i, p, r) for i, (p, r) in enumerate(recs)]
+    batches = [items[i : i + 7] for i in range(0, len(items), 7)]
+    threads: list[str] = []
+    real = tree_build._order_native
+    assert real is not None
+
+    def order(words: list[str]) -> bytes:
+        threads.append(threading.current_thread().name)
+        return real(words)
+
+    monkeypatch.setattr(tree_build, "_order_native", order)
+    compiled = _build(monkeypatch, batches, compiled=True)
+    assert threads == ["nodwyn-vocab-order"]
+    assert compiled.segment._order is not None  # kept for the stored form, used once
+    python = _build(monkeypatch, batches, compiled=False)
+    _same_segment(compiled.segment, python.segment)
+    assert compiled.segment._order is None
+    assert compiled.to_obj() == python.to_obj()
+
+    def fails(words: list[str]) -> bytes:
+        raise MemoryError
+
+    monkeypatch.setattr(tree_build, "_order_native", fails)
+    failed = _build(monkeypatch, batches, compiled=True)
+    assert failed.segment._order is None
+    assert failed.to_obj() == python.to_obj()
+    monkeypatch.setattr(tree_build, "_order_native", order)
+    small = _build(monkeypatch, batches[:1], compiled=True)
+    assert len(small.segment.words) < tree_build.ORDER_BESIDE_WORDS
+    assert threads == ["nodwyn-vocab-order"]  # not sorted beside: too few words
+    assert small.to_obj() == _build(monkeypatch, batches[:1], compiled=False).to_obj()
+
+
 def test_the_compiled_stored_form_widths_and_exceptions() -> None:
     # One word with 70,000 postings (its count in 4 bytes), one of 300 (2), one word of 300
     # bytes (lengths in 2 bytes); differences of exactly 0xFFFE, 0xFFFF and past; frequencies
@@ -226,6 +333,8 @@ def _build(
         if not compiled:
             m.setattr(tree_build, "_map_native", None)
             m.setattr(tree_build, "_pairs_native", None)
+            m.setattr(tree_build, "_sort_native", None)
+            m.setattr(tree_build, "_order_native", None)
             m.setattr(bm25, "_sort_native", None)
             m.setattr(bm25, "_pack_native", None)
         b = TreeBuilder()
@@ -283,7 +392,7 @@ def test_batches_out_of_turn_are_cut_and_put_in_order_or_renumbered(
     real = bm25._sort_native
 
     def sort(*args: Any) -> Any:
-        seen.append(len(args) > 5)  # a renumbering given
+        seen.append(len(args) > 5 and args[5] is not None)  # a renumbering given
         return real(*args)
 
     if compiled:
