@@ -334,75 +334,91 @@ static int word_refs(PyObject *seq, word_ref *refs, Py_ssize_t nw, Py_ssize_t *t
     return 0;
 }
 
-/* Whether order (bytes of nw native int64s, from vocab_order) puts refs in by_bytes' order: when
- * it does, refs is put in that order (in place) and 1 is returned; else refs is left as it was
- * and 0 is returned (the caller sorts). Checked whole, so a stale or foreign order only costs the
- * sort. -1 with MemoryError set. */
-static int in_order(word_ref *refs, Py_ssize_t nw, PyObject *order_o) {
-    if (!PyBytes_Check(order_o) || PyBytes_GET_SIZE(order_o) != nw * (Py_ssize_t)sizeof(int64_t))
-        return 0;
-    const int64_t *order = (const int64_t *)PyBytes_AS_STRING(order_o);
-    unsigned char *seen = PyMem_Calloc((size_t)(nw ? nw : 1), 1);
-    if (seen == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int ok = 1;
-    for (Py_ssize_t j = 0; ok && j < nw; j++) {
-        int64_t i = order[j];
-        if (i < 0 || i >= nw || seen[i]) ok = 0;
-        else if (j && by_bytes(&refs[order[j - 1]], &refs[i]) >= 0) ok = 0;
-        else seen[i] = 1;
-    }
-    /* A permutation in order: applied cycle by cycle (refs[j] takes refs[order[j]]), seen
-     * cleared as each place is filled. */
-    for (Py_ssize_t j = 0; ok && j < nw; j++) {
-        if (!seen[j]) continue;
-        word_ref first = refs[j];
-        Py_ssize_t at = j;
-        for (;;) {
-            seen[at] = 0;
-            Py_ssize_t from = (Py_ssize_t)order[at];
-            if (from == j) {
-                refs[at] = first;
-                break;
-            }
-            refs[at] = refs[from];
-            at = from;
-        }
-    }
-    PyMem_Free(seen);
-    return ok;
+/* A vocabulary's stored order, made by vocab_order for one tuple of words and kept for
+ * pack_segment: the words' refs, sorted. It holds the tuple, which holds each str and so the
+ * bytes the refs point at; a tuple cannot change, so the order is that tuple's for as long as it
+ * lives, and pack_segment takes it, unchecked, only for that very tuple (any other words are
+ * sorted there). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *words; /* the tuple sorted */
+    word_ref *refs;  /* its words' refs in by_bytes' order */
+    Py_ssize_t nw, total, top_len;
+} VocabOrder;
+
+static void VocabOrder_dealloc(VocabOrder *o) {
+    Py_XDECREF(o->words);
+    PyMem_Free(o->refs);
+    Py_TYPE(o)->tp_free((PyObject *)o);
 }
 
-/* vocab_order(words) -> bytes: the words' indices (native int64s) in their UTF-8 bytes' order,
- * as pack_segment sorts them; the sort runs without the GIL, so that it can go on beside the
- * postings' sort (sort_postings) in another thread. It sorts a tuple of the words, which holds
- * each str (and so the bytes the sort reads) whatever another thread does to words meanwhile. */
+static PyObject *VocabOrder_indices(VocabOrder *o, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, o->nw * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) return NULL;
+    int64_t *q = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t j = 0; j < o->nw; j++) q[j] = (int64_t)o->refs[j].i;
+    return out;
+}
+
+static PyObject *VocabOrder_words(VocabOrder *o, void *Py_UNUSED(closure)) {
+    Py_INCREF(o->words);
+    return o->words;
+}
+
+static PyMethodDef VocabOrder_methods[] = {
+    {"indices", (PyCFunction)VocabOrder_indices, METH_NOARGS,
+     "indices(self, /)\n--\n\nThe words' indices in their stored order, as native int64 bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef VocabOrder_getset[] = {
+    {"words", (getter)VocabOrder_words, NULL, "The tuple of words this order is of.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject VocabOrderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nodwyn_retrieval.retrieval._tree_native.VocabOrder",
+    .tp_basicsize = sizeof(VocabOrder),
+    .tp_dealloc = (destructor)VocabOrder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A vocabulary's stored order, of one tuple of words (vocab_order).",
+    .tp_methods = VocabOrder_methods,
+    .tp_getset = VocabOrder_getset,
+};
+
+/* vocab_order(words) -> VocabOrder: the words' stored order (by their UTF-8 bytes, as
+ * pack_segment sorts them), of the tuple of words (words itself when it is a tuple). The sort runs
+ * without the GIL, so that it can go on beside the postings' sort (sort_postings) in another
+ * thread; the tuple holds each str, and so the bytes the sort reads, whatever another thread does
+ * meanwhile. */
 static PyObject *vocab_order(PyObject *self, PyObject *args) {
     PyObject *words_o;
     if (!PyArg_ParseTuple(args, "O:vocab_order", &words_o)) return NULL;
     PyObject *seq = PySequence_Tuple(words_o);
     if (seq == NULL) return NULL;
-    Py_ssize_t nw = PySequence_Fast_GET_SIZE(seq), total = 0, top_len = 0;
-    PyObject *result = NULL;
+    Py_ssize_t nw = PyTuple_GET_SIZE(seq), total = 0, top_len = 0;
     word_ref *refs = PyMem_Malloc((size_t)(nw ? nw : 1) * sizeof(word_ref));
     if (refs == NULL) {
-        PyErr_NoMemory();
-        goto done;
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
     }
-    if (word_refs(seq, refs, nw, &total, &top_len) < 0) goto done;
-    result = PyBytes_FromStringAndSize(NULL, nw * (Py_ssize_t)sizeof(int64_t));
-    if (result == NULL) goto done;
-    int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+    if (word_refs(seq, refs, nw, &total, &top_len) < 0) {
+        PyMem_Free(refs);
+        Py_DECREF(seq);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     qsort(refs, (size_t)nw, sizeof(word_ref), by_bytes);
-    for (Py_ssize_t j = 0; j < nw; j++) out[j] = refs[j].i;
     Py_END_ALLOW_THREADS
-done:
-    PyMem_Free(refs);
-    Py_DECREF(seq);
-    return result;
+    VocabOrder *o = PyObject_New(VocabOrder, &VocabOrderType);
+    if (o == NULL) {
+        PyMem_Free(refs);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    o->words = seq, o->refs = refs, o->nw = nw, o->total = total, o->top_len = top_len;
+    return (PyObject *)o;
 }
 
 /* pack_segment(words, offsets, docs, tfs) -> tuple | None: the arrays of Segment.to_obj's stored
@@ -414,6 +430,10 @@ static PyObject *pack_segment(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO|O:pack_segment", &words_o, &off_o, &docs_o, &tfs_o,
                           &order_o))
         return NULL;
+    if (order_o != Py_None && !PyObject_TypeCheck(order_o, &VocabOrderType)) {
+        PyErr_SetString(PyExc_TypeError, "order is not a vocab_order");
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(words_o, "words must be a sequence");
     if (seq == NULL) return NULL;
     Py_buffer ov = {0}, dv = {0}, tv = {0};
@@ -449,16 +469,22 @@ static PyObject *pack_segment(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    refs = PyMem_Malloc((size_t)(nw ? nw : 1) * sizeof(word_ref));
-    if (refs == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     Py_ssize_t total = 0, top_len = 0;
-    if (word_refs(seq, refs, nw, &total, &top_len) < 0) goto done;
-    int given = order_o == Py_None ? 0 : in_order(refs, nw, order_o);
-    if (given < 0) goto done;
-    if (!given) qsort(refs, (size_t)nw, sizeof(word_ref), by_bytes);
+    const word_ref *sorted;
+    if (order_o != Py_None && ((VocabOrder *)order_o)->words == words_o) {
+        /* this very tuple's order (the caller's words, not a copy): sorted already */
+        const VocabOrder *o = (const VocabOrder *)order_o;
+        sorted = o->refs, total = o->total, top_len = o->top_len;
+    } else {
+        refs = PyMem_Malloc((size_t)(nw ? nw : 1) * sizeof(word_ref));
+        if (refs == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (word_refs(seq, refs, nw, &total, &top_len) < 0) goto done;
+        qsort(refs, (size_t)nw, sizeof(word_ref), by_bytes);
+        sorted = refs;
+    }
     int wide_len = top_len > 0xFF;
     int64_t top_count = 0;
     for (Py_ssize_t w = 0; w < nw; w++)
@@ -480,7 +506,7 @@ static PyObject *pack_segment(PyObject *self, PyObject *args) {
     if (n % 2) tb[n / 2] = 0;
     Py_ssize_t at = 0; /* the posting's position in the stored order */
     for (Py_ssize_t j = 0; j < nw; j++) {
-        const word_ref *r = &refs[j];
+        const word_ref *r = &sorted[j];
         memcpy(vb, r->p, (size_t)r->n);
         vb += r->n;
         if (wide_len)
@@ -720,12 +746,13 @@ static PyMethodDef methods[] = {
      "lengths) as bytes of int64, uint32, uint32 and uint32."},
     {"pack_segment", pack_segment, METH_VARARGS,
      "pack_segment(words, offsets, docs, tfs, order=None, /)\n--\n\n"
-     "The stored form's arrays of a segment, its vocabulary sorted by its UTF-8 bytes (in "
-     "order, vocab_order's, when it is that order), or None when a word has no posting."},
+     "The stored form's arrays of a segment, its vocabulary sorted by its UTF-8 bytes (order's, "
+     "vocab_order's of this very tuple of words, when given), or None when a word has no "
+     "posting."},
     {"vocab_order", vocab_order, METH_VARARGS,
      "vocab_order(words, /)\n--\n\n"
-     "The words' indices in the order of their UTF-8 bytes, as native int64 bytes (pack_segment's "
-     "order, sorted without the GIL)."},
+     "The stored order of the tuple of words (words itself when a tuple), sorted by UTF-8 bytes "
+     "without the GIL, for pack_segment."},
     {"pairs_arrays", pairs_arrays, METH_VARARGS,
      "pairs_arrays(records, path_counts, first_weight, path_weight, /)\n--\n\n"
      "A batch's vocabulary and its pairs (doc, word, tf) as native uint32 bytes."},
@@ -737,4 +764,15 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__tree_native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__tree_native(void) {
+    if (PyType_Ready(&VocabOrderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&VocabOrderType);
+    if (PyModule_AddObject(m, "VocabOrder", (PyObject *)&VocabOrderType) < 0) {
+        Py_DECREF(&VocabOrderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

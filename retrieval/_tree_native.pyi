@@ -25,15 +25,25 @@ def pack_segment(
     offsets: npt.NDArray[np.int64],
     docs: npt.NDArray[np.uint32],
     tfs: npt.NDArray[np.uint32],
-    order: bytes | None = None,
+    order: VocabOrder | None = None,
     /,
 ) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None:
     """Segment.to_obj's stored arrays, little-endian, or None when a word has no posting; the
-    vocabulary in order (vocab_order's) when that is its sorted order, else sorted here."""
+    vocabulary in order's order when order is vocab_order's of this very tuple of words, else
+    sorted here."""
 
-def vocab_order(words: Sequence[str], /) -> bytes:
-    """The words' indices in their UTF-8 bytes' order, native int64 bytes (sorted without the
-    GIL: beside another thread's work)."""
+class VocabOrder:
+    """A vocabulary's stored order, of one tuple of words (vocab_order)."""
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The tuple of words this order is of."""
+    def indices(self) -> bytes:
+        """The words' indices in their stored order, as native int64 bytes."""
+
+def vocab_order(words: Sequence[str], /) -> VocabOrder:
+    """The stored order of the tuple of words (words itself when a tuple), sorted by UTF-8
+    bytes without the GIL: beside another thread's work."""
 
 def pairs_arrays(
     records: list[object], path_counts: list[dict[str, int]], first_weight: int, path_weight: int, /

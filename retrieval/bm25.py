@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,9 @@ from nodwyn_retrieval.retrieval.bm25_packed import (
     _width,
 )
 from nodwyn_retrieval.retrieval.chunks import pure_python
+
+if TYPE_CHECKING:
+    from nodwyn_retrieval.retrieval._tree_native import VocabOrder
 
 __all__ = [
     "K1",
@@ -108,12 +111,12 @@ class Segment:
         sorted_vocab: tuple[bytes, I64] | None = None,
         packed: _Packed | None = None,
         ids: dict[str, int] | None = None,
-        vocab_order: bytes | None = None,
+        vocab_order: VocabOrder | None = None,
     ) -> None:
         self._words: tuple[str, ...] | None = None if words is None else tuple(words)
         self._ids: dict[str, int] | None = ids
         # The words' stored order when the caller sorted them already (vocab_order, beside the
-        # postings' sort): to_obj's compiled pack checks it whole and uses it, once.
+        # postings' sort): to_obj's compiled pack uses it, once, if it is this very tuple's.
         self._order = vocab_order
         self._blob = b""
         self._pos = np.zeros(0, dtype=np.int64)
@@ -371,13 +374,14 @@ class Segment:
         lengths: U32,
         *,
         ids: dict[str, int] | None = None,
-        vocab_order: bytes | None = None,
+        vocab_order: VocabOrder | None = None,
     ) -> Segment:
         """The segment of postings already ordered by word then document, ``counts`` each
         word's number of them, no (word, document) twice (what :meth:`from_pairs` makes before
         it builds): a word with none is dropped, the others keeping their relative order.
-        ``vocab_order``, the words' stored order when the caller has it (``vocab_order`` of the
-        compiled module), is kept for :meth:`to_obj` unless a word is dropped."""
+        ``vocab_order``, the stored order of the tuple ``words`` when the caller has it
+        (``vocab_order`` of the compiled module), is kept for :meth:`to_obj`; it is of no use
+        once a word is dropped (another tuple), and then let go."""
         n_words = len(words)
         used = np.flatnonzero(counts)
         if used.size != n_words:

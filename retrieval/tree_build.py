@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,9 @@ from nodwyn_retrieval.retrieval.analyze import FileRecord
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
 from nodwyn_retrieval.retrieval.chunks import pure_python
 from nodwyn_retrieval.retrieval.words import stem, word_counts, words
+
+if TYPE_CHECKING:
+    from nodwyn_retrieval.retrieval._tree_native import VocabOrder
 
 __all__ = [
     "FIRST_LINE_WEIGHT",
@@ -62,22 +65,25 @@ _pairs_native: Callable[..., tuple[list[str], bytes, bytes, bytes]] | None = (
 _sort_native: Callable[..., tuple[bytes, bytes, bytes, bytes]] | None = (
     None if pure_python() else _sort_postings
 )
-_order_native: Callable[[list[str]], bytes] | None = None if pure_python() else _vocab_order
+_order_native: Callable[[tuple[str, ...]], VocabOrder] | None = (
+    None if pure_python() else _vocab_order
+)
 
 ORDER_BESIDE_WORDS = 4096
 """A vocabulary this big or bigger is put in its stored order in a thread beside the postings'
 sort (:func:`_order_beside`); a smaller one sorts in less time than a thread takes to start."""
 
 
-def _order_beside(words: list[str]) -> Callable[[], bytes | None]:
-    """The words' stored order (the compiled ``vocab_order``) begun in a thread, to go on beside
-    the caller's postings' sort on the other core (both let go of the GIL; the segment's
-    stored form then packs without sorting). The function returned waits for it: None for a
-    small vocabulary, or when the sort failed (``Segment.to_obj`` then sorts the words)."""
+def _order_beside(words: tuple[str, ...]) -> Callable[[], VocabOrder | None]:
+    """The stored order of the tuple words (the compiled ``vocab_order``) begun in a thread, to
+    go on beside the caller's postings' sort on the other core (both let go of the GIL; the
+    segment made of that very tuple then packs its stored form without sorting). The function
+    returned waits for it: None for a small vocabulary, or when the sort failed
+    (``Segment.to_obj`` then sorts the words)."""
     if _order_native is None or len(words) < ORDER_BESIDE_WORDS:
         return lambda: None
     sort = _order_native
-    got: list[bytes] = []
+    got: list[VocabOrder] = []
 
     def run() -> None:
         with contextlib.suppress(Exception):  # (MemoryError: the stored form sorts them itself)
@@ -86,7 +92,7 @@ def _order_beside(words: list[str]) -> Callable[[], bytes | None]:
     thread = threading.Thread(target=run, name="nodwyn-vocab-order", daemon=True)
     thread.start()
 
-    def wait() -> bytes | None:
+    def wait() -> VocabOrder | None:
         thread.join()
         return got[0] if got else None
 
@@ -538,9 +544,9 @@ class TreeBuilder:
         # The vocabulary's map is handed to the segment (not made again): the builder is spent.
         ids, self._ids = self._ids, {}
         self._spent = True
-        words = list(ids)
+        vocab = tuple(ids)  # the segment's own tuple, which the order beside is made for
         if _sort_native is not None and all(a.dtype == np.uint32 for a in (doc, word, tf)):
-            pending = _order_beside(words)  # on the other core, beside the sort below
+            pending = _order_beside(vocab)  # on the other core, beside the sort below
             try:
                 counts_b, docs_b, tfs_b, lengths_b = _sort_native(
                     word, doc, tf, len(ids), self.n_docs, renumber
@@ -548,7 +554,7 @@ class TreeBuilder:
             finally:
                 vocab_order = pending()
             segment = Segment.from_sorted(
-                words,
+                vocab,
                 np.frombuffer(counts_b, dtype=np.int64),
                 np.frombuffer(docs_b, dtype=np.uint32),
                 np.frombuffer(tfs_b, dtype=np.uint32),
@@ -559,7 +565,7 @@ class TreeBuilder:
         else:
             if renumber is not None:
                 doc = renumber[doc]
-            segment = Segment.from_pairs(words, self.n_docs, doc, word, tf, ids=ids)
+            segment = Segment.from_pairs(vocab, self.n_docs, doc, word, tf, ids=ids)
         return TreeSegment(
             segment,
             [p for _, p, _ in files],

@@ -155,31 +155,33 @@ def _by_bytes(words: list[str]) -> list[int]:
 def test_the_vocabulary_order_is_the_stored_forms(seed: int) -> None:
     # vocab_order (sorted without the GIL, beside the postings' sort) gives the order the
     # stored form's own sort gives: by UTF-8 bytes past the first eight, equal words kept in
-    # their order; pack_segment given it packs exactly what it packs without it.
+    # their order; pack_segment given it for the same tuple packs exactly what it packs without.
     rng = random.Random(500 + seed)
     words = [*WORDS, "abcdefgh", "abcdefgh\0", "abcdefghé", "\0", ""] + [
         f"{rng.choice(['abcdefgh', 'x', 'é'])}{rng.randrange(10**6)}" for _ in range(2000)
     ]
     rng.shuffle(words)
-    order = np.frombuffer(native.vocab_order(words), dtype=np.int64).tolist()
-    assert order == _by_bytes(words)
-    assert native.vocab_order(tuple(words)) == native.vocab_order(words)
-    assert native.vocab_order([]) == b""
+    order = native.vocab_order(words)
+    assert np.frombuffer(order.indices(), dtype=np.int64).tolist() == _by_bytes(words)
+    assert order.words == tuple(words)
+    as_tuple = tuple(words)
+    assert native.vocab_order(as_tuple).words is as_tuple  # a tuple is taken as it is
+    assert native.vocab_order([]).indices() == b""
     distinct = list(dict.fromkeys(words))
     n = len(distinct)
     seg = Segment.from_pairs_python(
         distinct, n, np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32),
         np.ones(n, dtype=np.uint32),
     )  # fmt: skip
-    args = (seg.words, seg.offsets, seg.docs, seg.tfs)
-    given = native.vocab_order(list(seg.words))
-    assert native.pack_segment(*args, given) == native.pack_segment(*args)
+    rest = (seg.offsets, seg.docs, seg.tfs)
+    want = native.pack_segment(seg.words, *rest)
+    assert native.pack_segment(seg.words, *rest, native.vocab_order(seg.words)) == want
     assert seg.to_obj() == seg.to_obj_python()
 
 
-def test_a_wrong_vocabulary_order_is_not_trusted() -> None:
-    # An order that is not the words' sorted one (stale, short, a word twice, an index past the
-    # end, not bytes) is checked whole and left: the stored form sorts the words itself.
+def test_an_order_of_other_words_is_not_used() -> None:
+    # An order is used only for the very tuple it was made of: the same words in another tuple
+    # or a list, or other words, are sorted again; what is not an order is refused.
     rng = random.Random(11)
     words = list(dict.fromkeys(f"w{rng.randrange(10**6)}" for _ in range(300)))
     n = len(words)
@@ -187,23 +189,19 @@ def test_a_wrong_vocabulary_order_is_not_trusted() -> None:
         words, n, np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32),
         np.ones(n, dtype=np.uint32),
     )  # fmt: skip
-    args = (seg.words, seg.offsets, seg.docs, seg.tfs)
-    want = native.pack_segment(*args)
-    right = np.frombuffer(native.vocab_order(list(seg.words)), dtype=np.int64)
-    swapped = right.copy()
-    swapped[[3, 4]] = swapped[[4, 3]]
-    twice = right.copy()
-    twice[5] = twice[6]
-    past = right.copy()
-    past[0] = n
-    negative = right.copy()
-    negative[-1] = -1
-    for wrong in (
-        swapped.tobytes(), twice.tobytes(), past.tobytes(), negative.tobytes(),
-        right[:-1].tobytes(), right.tobytes() + b"\0" * 8, np.arange(n, dtype=np.int64).tobytes(),
-        bytearray(right.tobytes()), b"", "order",
-    ):  # fmt: skip
-        assert native.pack_segment(*args, wrong) == want
+    rest = (seg.offsets, seg.docs, seg.tfs)
+    want = native.pack_segment(seg.words, *rest)
+    shuffled = list(seg.words)
+    rng.shuffle(shuffled)
+    for other in (tuple(shuffled), (*seg.words, "zz"), tuple(reversed(seg.words))):
+        order = native.vocab_order(other)
+        assert native.pack_segment(seg.words, *rest, order) == want
+        assert native.pack_segment(list(seg.words), *rest, order) == want
+    same = native.vocab_order(seg.words)
+    assert native.pack_segment(list(seg.words), *rest, same) == want  # a list: not that tuple
+    for wrong in (b"", same.indices(), "order", 3):
+        with pytest.raises(TypeError, match="vocab_order"):
+            native.pack_segment(seg.words, *rest, wrong)
     with pytest.raises(TypeError, match="str"):
         native.vocab_order(["a", b"b"])
     with pytest.raises(TypeError):
@@ -225,20 +223,22 @@ def test_a_first_builds_vocabulary_is_sorted_beside_its_postings(
     real = tree_build._order_native
     assert real is not None
 
-    def order(words: list[str]) -> bytes:
+    def order(words: tuple[str, ...]) -> Any:
         threads.append(threading.current_thread().name)
         return real(words)
 
     monkeypatch.setattr(tree_build, "_order_native", order)
     compiled = _build(monkeypatch, batches, compiled=True)
     assert threads == ["nodwyn-vocab-order"]
-    assert compiled.segment._order is not None  # kept for the stored form, used once
+    kept = compiled.segment._order  # kept for the stored form, used once
+    assert kept is not None
+    assert kept.words is compiled.segment.words  # of the segment's own tuple
     python = _build(monkeypatch, batches, compiled=False)
     _same_segment(compiled.segment, python.segment)
     assert compiled.segment._order is None
     assert compiled.to_obj() == python.to_obj()
 
-    def fails(words: list[str]) -> bytes:
+    def fails(words: tuple[str, ...]) -> Any:
         raise MemoryError
 
     monkeypatch.setattr(tree_build, "_order_native", fails)
