@@ -90,7 +90,10 @@ def _order_beside(words: tuple[str, ...]) -> Callable[[], VocabOrder | None]:
             got.append(sort(words))
 
     thread = threading.Thread(target=run, name="nodwyn-vocab-order", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (a process at its limit): the stored form sorts
+        return lambda: None
 
     def wait() -> VocabOrder | None:
         thread.join()

@@ -246,6 +246,15 @@ def test_a_first_builds_vocabulary_is_sorted_beside_its_postings(
     assert failed.segment._order is None
     assert failed.to_obj() == python.to_obj()
     monkeypatch.setattr(tree_build, "_order_native", order)
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as m:  # a process at its limit of threads: sorted by to_obj
+        m.setattr(threading.Thread, "start", no_thread)
+        unthreaded = _build(monkeypatch, batches, compiled=True)
+    assert unthreaded.segment._order is None
+    assert unthreaded.to_obj() == python.to_obj()
     small = _build(monkeypatch, batches[:1], compiled=True)
     assert len(small.segment.words) < tree_build.ORDER_BESIDE_WORDS
     assert threads == ["nodwyn-vocab-order"]  # not sorted beside: too few words
