@@ -209,6 +209,8 @@ class _Early:
             return None
         if os.path.lexists(os.path.join(dotgit, "commondir")):
             return None  # a git directory shared with others: git_repo reads where it points
+        if not os.path.isfile(os.path.join(dotgit, "HEAD")):
+            return None  # no git directory (git_repo says so); git would wait on a FIFO there
         git_dir = Path(dotgit)
         return cls(GitRepo(Path(top), git_dir, git_dir), timeout)
 

@@ -256,9 +256,11 @@ def _submodule(work_tree: str, git_dir: str) -> bool:
 
 def _discover(start: str) -> tuple[str, str] | None:
     """The nearest of start and its ancestors holding ``.git``, and its git directory, both
-    resolved; None when there is none. Only the file system is asked: no environment variable,
-    no configuration. A ``.git`` that is a link, or a ``.git`` file naming a git directory that
-    is neither this tree's linked worktree nor a submodule's, is refused (BadInput)."""
+    resolved; None when there is none, or when the first ``.git`` met is no repository (it
+    decides: the search does not go on to an enclosing one). Only the file system is asked: no
+    environment variable, no configuration. A ``.git`` that is a link, or a ``.git`` file naming
+    a git directory that is neither this tree's linked worktree nor a submodule's, is refused
+    (BadInput)."""
     d = start
     while True:
         dotgit = os.path.join(d, ".git")
@@ -278,6 +280,12 @@ def _discover(start: str) -> tuple[str, str] | None:
                     " repository: refused"
                 )
             return d, git_dir
+        if mode:
+            # A .git that is there and is no repository (a directory without HEAD, or a HEAD
+            # that is not a regular file; a FIFO, a socket, a device): the first .git met
+            # decides, so this tree is a plain directory. Going on upwards would make an
+            # enclosing repository (a home directory kept in git) the root.
+            return None
         parent = os.path.dirname(d)
         if parent == d:
             return None
@@ -299,6 +307,15 @@ def git_repo(path: Path) -> GitRepo | None:
     if found is None:
         return None
     work_tree, git_dir = found
+    common = _common_of(git_dir)
+    if common != git_dir and os.path.dirname(git_dir) != os.path.join(common, "worktrees"):
+        # git's own layout is <common>/worktrees/<name> (a linked worktree's); a commondir file
+        # anywhere else would give this tree another repository's project key, and with it that
+        # project's index, task logs and switches.
+        raise BadInput(
+            f"{git_dir} names {common} as its repository (a commondir file), which is not"
+            f" where git keeps a worktree of it: refused"
+        )
     out = git_output(
         Path(work_tree),
         "rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir",
@@ -318,7 +335,7 @@ def git_repo(path: Path) -> GitRepo | None:
         raise BadInput(
             f"git takes {answered_dir}, not {git_dir}, as the git directory of {work_tree}: refused"
         )
-    return GitRepo(Path(work_tree), Path(git_dir), Path(_common_of(git_dir)))
+    return GitRepo(Path(work_tree), Path(git_dir), Path(common))
 
 
 def git_toplevel(path: Path) -> Path | None:

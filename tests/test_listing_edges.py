@@ -259,19 +259,18 @@ def test_a_repositorys_listing_started_beside_gits_check_is_taken_once(
     assert runs == [Path(os.path.realpath(root / ".git"))]
 
 
-def test_a_root_whose_git_directory_is_not_one_is_listed_by_the_enclosing_repository(
+def test_a_root_whose_git_directory_is_not_one_is_a_plain_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # inner/.git is a directory but no repository: git takes the outer one, and so does the
-    # listing, from inner (what git says of the early run in inner/.git is not taken).
+    # inner/.git is a directory but no repository: the first .git met decides, so inner is
+    # walked as a plain directory, not listed by the enclosing repository, and git is not run.
     outer = make_repo(tmp_path / "outer", {"inner/x.py": "x\n", "top.py": "t\n"})
     (outer / "inner" / ".git").mkdir()
     runs = _ls_runs(monkeypatch)
     names, in_git = list_tree(outer / "inner")
-    assert in_git
+    assert not in_git
     assert names == ["x.py"]
-    real = Path(os.path.realpath(outer))
-    assert runs == [real / "inner" / ".git", real / ".git"]
+    assert runs == []
 
 
 def test_a_worktrees_root_and_a_subdirectory_are_listed_after_gits_check_only(

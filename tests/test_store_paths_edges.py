@@ -47,9 +47,11 @@ def test_git_run_in_a_tree_runs_in_the_directory_it_is_given(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("holds", ["HEAD", "objects"])
-def test_a_dot_git_directory_that_is_no_repository_is_passed_over(
+def test_a_dot_git_directory_that_is_no_repository_makes_a_plain_directory(
     tmp_path: Path, holds: str
 ) -> None:
+    # The first .git met decides: passed over, it made the enclosing repository the root, so a
+    # clone with such a .git inside a home directory kept in git searched the home directory.
     root = make_repo(tmp_path / "r", {"inner/a.py": "x = 1\n"})
     fake = root / "inner" / ".git"
     fake.mkdir()
@@ -57,8 +59,8 @@ def test_a_dot_git_directory_that_is_no_repository_is_passed_over(
         (fake / "HEAD").write_text("ref: refs/heads/main\n")
     else:
         (fake / "objects").mkdir()
-    assert git_toplevel(root / "inner") == real(root)
-    assert project_key(root / "inner") == project_key(root)
+    assert git_toplevel(root / "inner") is None
+    assert project_key(root / "inner") != project_key(root)
 
 
 def test_a_submodule_is_its_own_project_named_after_it(tmp_path: Path) -> None:
