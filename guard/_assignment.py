@@ -406,11 +406,14 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
     return b.start(), b.end(), kind, end
 
 
-# The aws secret access key: forty base64 characters after its name, quoted or bare.
+# The aws secret access key: forty base64 characters after its name, quoted or bare, given by
+# an operator or by blanks alone (`aws configure set aws_secret_access_key KEY`, a Dockerfile's
+# `ENV AWS_SECRET_ACCESS_KEY KEY`, csh's setenv, fish's `set -x`).
 _AWS_SECRET = Rule(
     "aws-secret-key",
     (
-        r"""(?i:(?:aws_?)?secret_?access_?key)["'`]?\]?[ \t]*(?::=|=>|=(?!=)|:)[ \t]*["']?"""
+        r"""(?i:(?:aws_?)?secret_?access_?key)["'`]?\]?"""
+        r"""(?:[ \t]*(?::=|=>|=(?!=)|:)[ \t]*|[ \t]+)["']?"""
         r"""(?P<v>(?P<b>[A-Za-z0-9/+=]{40}))(?![A-Za-z0-9/+=])"""
     ),
     ("secret_access_key", "secretaccesskey"),

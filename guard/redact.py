@@ -156,10 +156,13 @@ _GENERIC: tuple[Rule, ...] = (
     Rule(
         "url-password",
         # scheme://user:password@host: the scheme, user and host stay; the password goes. Anonymous
-        # FTP takes an email address as its password by convention: not a secret.
+        # FTP takes an email address as its password by convention: not a secret. An '@' left
+        # unencoded in the user or the password is theirs: the host follows the last '@' of the
+        # authority, as URL parsers take it (p@ss left "ss" in the index, and an email address
+        # as the user left the whole password).
         (
-            r"""(?<=[A-Za-z0-9])://(?!(?i:anonymous):)[^\s:/@?#"'<>]*:"""
-            r"""(?P<v>(?P<b>[^\s/@?#"'<>]+))@(?=[A-Za-z0-9\[])"""
+            r"""(?<=[A-Za-z0-9])://(?!(?i:anonymous):)[^\s:/?#"'<>]*:"""
+            r"""(?P<v>(?P<b>[^\s/?#"'<>]+))@(?=[A-Za-z0-9\[])"""
         ),
         ("://",),
         0,
