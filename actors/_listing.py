@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nodwyn_retrieval.errors import StoreError
 from nodwyn_retrieval.guard.beneath import Beneath, clean_relative
-from nodwyn_retrieval.store.paths import GitRepo, git_repo
+from nodwyn_retrieval.store.paths import GitRepo, git_files_regular, git_repo
 
 __all__ = ["Listing", "ListingCut", "git_ls_files", "list_tree", "walk_dir"]
 
@@ -209,8 +209,8 @@ class _Early:
             return None
         if os.path.lexists(os.path.join(dotgit, "commondir")):
             return None  # a git directory shared with others: git_repo reads where it points
-        if not os.path.isfile(os.path.join(dotgit, "HEAD")):
-            return None  # no git directory (git_repo says so); git would wait on a FIFO there
+        if not os.path.isfile(os.path.join(dotgit, "HEAD")) or not git_files_regular(dotgit):
+            return None  # no git directory, or one git would wait on (a FIFO): git_repo says so
         git_dir = Path(dotgit)
         return cls(GitRepo(Path(top), git_dir, git_dir), timeout)
 

@@ -35,6 +35,7 @@ __all__ = [
     "data_dir",
     "git_common_dir",
     "git_env",
+    "git_files_regular",
     "git_output",
     "git_repo",
     "git_toplevel",
@@ -180,6 +181,28 @@ def _is_git_dir(d: str) -> bool:
     )
 
 
+# The files of a git directory every git call opens (git's own: HEAD, the configuration, the
+# index, a worktree's commondir and config.worktree). One that is there and not a regular file
+# (a FIFO, a device) blocks git or never ends: each git call ran to its timeout, every search.
+_OPENED_BY_GIT = ("HEAD", "config", "index", "commondir", "config.worktree")
+
+
+def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = None) -> bool:
+    """Whether each file git opens in git_dir (and the configuration of common_dir, the main
+    repository's git directory, when given) is a regular file or absent; links are followed."""
+    places = [os.path.join(git_dir, name) for name in _OPENED_BY_GIT]
+    if common_dir is not None:
+        places.append(os.path.join(common_dir, "config"))
+    for place in places:
+        try:
+            mode = os.stat(place).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            return False
+    return True
+
+
 def _read_small(path: str) -> str | None:
     try:
         # A .git file or a git directory's gitdir/commondir: never through a link in its name.
@@ -316,6 +339,10 @@ def git_repo(path: Path) -> GitRepo | None:
             f"{git_dir} names {common} as its repository (a commondir file), which is not"
             f" where git keeps a worktree of it: refused"
         )
+    if not git_files_regular(git_dir, common):
+        # A FIFO as its configuration or its index: git would wait on it at every call. Like a
+        # .git that is no repository, the tree is a plain directory.
+        return None
     out = git_output(
         Path(work_tree),
         "rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir",

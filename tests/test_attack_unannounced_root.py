@@ -9,13 +9,17 @@ directory (not a `.git` file, not a link), each with words found nowhere else pl
   clone is a plain directory, and the enclosing repository's files are neither listed nor read;
 - a `.git` directory whose `commondir` file names another project's git directory: the key is
   the project's own, so the clone is refused rather than given that project's index, its task
-  logs and its switches.
+  logs and its switches;
+- a FIFO as the git directory's configuration, index or commondir, which git waits on at every
+  call: the tree is a plain directory, not one whose every search runs git to its timeouts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +148,25 @@ def test_a_linked_worktree_still_shares_its_main_repositorys_key(tmp_path: Path)
     assert repo is not None
     assert repo.common_dir == (main / ".git").resolve()
     assert project_key(linked) == project_key(main)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("planted", ["config", "index", "commondir"])
+async def test_a_fifo_among_the_git_directorys_own_files_does_not_stall_every_search(
+    tmp_path: Path, dirs: tuple[Path, Path], planted: str
+) -> None:
+    """git opens its configuration and its index at every call and waits on a FIFO there: each
+    search ran git to its timeouts (10 s and more a search) and found nothing, every time. Such
+    a tree is a plain directory, searched at once."""
+    clone = make_repo(tmp_path / "clone", INSIDE)
+    fifo = clone / ".git" / planted
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    assert git_repo(clone) is None
+    async with await Engine.open(clone, data_dir=dirs[0], config_dir=dirs[1], workers=1) as engine:
+        for _ in range(2):
+            start = time.monotonic()
+            out = await asyncio.wait_for(engine.index_search("inside wombat", "repo"), 120)
+            took = time.monotonic() - start
+            assert {h["path"] for h in out.hits} == {"app.py"}, out.text
+            assert took < 5, took

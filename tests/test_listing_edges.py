@@ -461,17 +461,29 @@ def test_a_fifo_ignore_file_of_a_worktree_lists_its_index_alone(
     assert "untracked files are left out for 10 minutes" in caplog.text
 
 
+def _shared_index_blocks(tree: Path, git_dirs: Path) -> None:
+    """The tree's index split (git update-index --split-index), its shared file a FIFO: git's
+    listing of the index waits on it, and git's rev-parse does not open it."""
+    from tests.support import git
+
+    git(tree, "update-index", "--split-index")
+    shared = list(git_dirs.rglob("sharedindex.*"))
+    assert len(shared) == 1, shared
+    shared[0].unlink()
+    os.mkfifo(shared[0])
+
+
 def test_a_listing_of_the_index_that_blocks_too_is_cut_at_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A FIFO as the ignore file and as the index: the index's listing gets what is left of the
-    # deadline once the untracked listing's bound is spent, and the step is cut there.
+    # A FIFO as the ignore file and as the split index's shared file: the index's listing gets
+    # what is left of the deadline once the untracked listing's bound is spent, and the step is
+    # cut there. (A FIFO as the index itself makes no repository: git_files_regular.)
     root = make_repo(tmp_path / "repo", {"a.py": "a\n"})
     monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
     monkeypatch.setattr(_listing, "_index_only", {})
     os.mkfifo(root / ".gitignore")
-    (root / ".git" / "index").unlink()
-    os.mkfifo(root / ".git" / "index")
+    _shared_index_blocks(root, root / ".git")
     listing = Listing(root, [])
     start = time.monotonic()
     assert listing.step(start + 3.0) is False
@@ -490,9 +502,7 @@ def test_a_worktree_whose_index_blocks_too_is_cut_at_the_deadline(
     monkeypatch.setattr(_listing, "OTHERS_SECONDS", 1.0)
     monkeypatch.setattr(_listing, "_index_only", {})
     os.mkfifo(work / ".gitignore")
-    index = main / ".git" / "worktrees" / "work" / "index"
-    index.unlink()
-    os.mkfifo(index)
+    _shared_index_blocks(work, main / ".git")
     runs = _ls_runs(monkeypatch)
     listing = Listing(work, [])
     start = time.monotonic()
