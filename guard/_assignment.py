@@ -183,6 +183,12 @@ _REFERENCE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+")
 # A C or C++ macro's definition before a name: #define API_KEY "..."
 _DEFINE = re.compile(r"(?:^|\n)[ \t]*#[ \t]*define[ \t]+$")
 _DEFINED = re.compile(r"[ \t]+")
+# A variable set by a command taking its name and its value as two words: a Dockerfile's
+# ENV NAME value (its older form), csh's setenv NAME value, fish's set -x NAME value.
+_SET_COMMAND = re.compile(
+    r"(?:^|\n)[ \t]*(?:ENV|setenv|set(?:[ \t]+-[a-zA-Z]*x[a-zA-Z]*|[ \t]+--export)+)[ \t]+$"
+)
+_LINE_END = re.compile(r"[ \t]*(?:\r?\n|$)")
 # A YAML scalar's tag before its value: password: !!str x
 _YAML_SCALAR_TAG = re.compile(r"!!(?:str|binary)[ \t]+")
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
@@ -324,6 +330,22 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
         if f is None or ":" in f.group("v") or not _bare_secret(f.group("v"), kind, False, ""):
             return None
         return f.start("v"), f.end("v"), kind, end
+    if m is None and _SET_COMMAND.search(text, max(0, start - 40), start):
+        # ENV DB_PASSWORD x, setenv DB_PASSWORD x, set -gx DB_PASSWORD x: the value is the rest
+        # of the line, one word (a value holding blanks is left, as elsewhere), or quoted.
+        at_v = _DEFINED.match(text, end).end()  # type: ignore[union-attr]
+        q = _QUOTED.match(text, at_v)
+        if q is not None and q.group("q") != "`":
+            ok, vs, ve = _quoted_secret(q.group("v"), kind), q.start("v"), q.end("v")
+            after = q.end()
+        else:
+            b = _BARE.match(text, at_v)
+            if b is None:
+                return None
+            ok, vs, ve, after = _bare_secret(b.group(), kind, True, ""), b.start(), b.end(), b.end()
+        if not ok or _LINE_END.match(text, after) is None:
+            return None
+        return vs, ve, kind, end
     if m is None:
         # #define API_KEY "x": a macro's name, then its literal.
         if not _DEFINE.search(text, max(0, start - 40), start):

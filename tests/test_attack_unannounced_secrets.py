@@ -5,7 +5,9 @@
   password `Kx7@Vq9zLm`; the redaction took the password to the first `@` and left `Vq9zLm`
   (or, with an email address as the user, the whole password);
 - the AWS secret access key given after its name by blanks alone, as `aws configure set`, a
-  Dockerfile's `ENV`, csh's `setenv` and fish's `set -x` write it.
+  Dockerfile's `ENV`, csh's `setenv` and fish's `set -x` write it;
+- any credential's name set by those three commands, name and value as two words
+  (`ENV DB_PASSWORD value`, the Dockerfile's older form, still taken by docker build).
 
 Each is checked on `redact()` and through the Engine: indexed, searched by the secret's own
 words (no hit, no chunk record holding them) and by the words around it (the line shown
@@ -38,6 +40,18 @@ AWS_LINES = [
     f"ENV AWS_SECRET_ACCESS_KEY {AWS_KEY}",
     f"setenv AWS_SECRET_ACCESS_KEY {AWS_KEY}",
     f"set -gx AWS_SECRET_ACCESS_KEY\t{AWS_KEY}",
+]
+
+
+SET_LINES = [
+    ("ENV DB_PASSWORD Tr0ub4dorOsprey9", "Tr0ub4dorOsprey9", "password"),
+    ("ENV MYSQL_ROOT_PASSWORD 'Gr8bustardQ2'", "Gr8bustardQ2", "password"),
+    (
+        "setenv API_TOKEN 9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "token",
+    ),
+    ('set -gx SMTP_PASSWORD "Cormorant7Zq"', "Cormorant7Zq", "password"),
 ]
 
 
@@ -76,6 +90,33 @@ def test_an_aws_secret_key_given_after_blanks_is_redacted(line: str) -> None:
     assert out.text.rsplit(maxsplit=1)[0] == line.rsplit(maxsplit=1)[0]  # the name stays
 
 
+@pytest.mark.parametrize(("line", "value", "kind"), SET_LINES)
+def test_a_credential_set_by_env_setenv_or_set_x_is_redacted(
+    line: str, value: str, kind: str
+) -> None:
+    out = redact(line)
+    assert out.kinds == (kind,), out
+    assert value not in out.text
+    assert out.text.split()[:2] == line.split()[:2]  # the command and the name stay
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ENV DB_PASSWORD $DB_PASSWORD",
+        "ENV API_TOKEN ${API_TOKEN}",
+        "ENV DB_PASSWORD changeme",
+        "ENV PASSWORD_FILE /run/secrets/db",
+        "ENV DB_PASSWORD a pass phrase with blanks",
+        "setenv TOKEN_URL https://auth.example.com/token",
+        "# set the token value here",
+        "set token abc123def",
+    ],
+)
+def test_what_env_setenv_or_set_x_give_that_is_no_credential_is_left(line: str) -> None:
+    assert redact(line).count == 0, redact(line)
+
+
 def test_the_aws_name_followed_by_words_or_filler_is_left() -> None:
     for line in (
         "the secret access key documentation says where it lives",
@@ -92,6 +133,7 @@ async def test_neither_is_findable_by_its_words_through_the_engine(
     # Each credential's line holds a word of its own to search it by: its line is then shown.
     env = "".join(f"{line}  # albatross setting\n" for line, _ in URL_PASSWORDS)
     docker = "".join(f"{line}  # kingfisher credentials\n" for line in AWS_LINES)
+    docker += "".join(f"{line}\n# kingfisher credentials\n" for line, _, _ in SET_LINES)
     files = {"deploy/settings.env.sample": env, "deploy/Dockerfile": "FROM python:3.12\n" + docker}
     repo = make_repo(tmp_path / "repo", files)
     async with await Engine.open(repo, data_dir=dirs[0], config_dir=dirs[1], workers=1) as engine:
@@ -102,6 +144,9 @@ async def test_neither_is_findable_by_its_words_through_the_engine(
             assert out.hits == [], (query, out.text)
         out = await engine.index_search("wJalrXUtnFEMI K7MDENG bPxRfiCYzQ4vKm8Tq2", "repo")
         assert out.hits == [], out.text
+        for _, value, _ in SET_LINES:
+            out = await engine.index_search(value, "repo")
+            assert out.hits == [], (value, out.text)
     assert {h["path"] for h in around.hits} == set(files)
     assert "[REDACTED:url-password]" in shown
     assert "[REDACTED:aws-secret-key]" in shown
@@ -112,3 +157,6 @@ async def test_neither_is_findable_by_its_words_through_the_engine(
     for _, password in URL_PASSWORDS:
         assert password not in shown
     assert AWS_KEY not in shown
+    for _, value, _ in SET_LINES:
+        assert value not in shown
+        assert not any(value.lower() in w.lower() for w in words), value
