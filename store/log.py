@@ -12,9 +12,11 @@ log or keeps its records beside one (docs/log-format.md, "Who writes the log").
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ __all__ = [
     "list_tasks",
     "log_path",
     "meta_path",
+    "open_log",
     "read_event_at",
     "read_log",
     "records_path",
@@ -70,6 +73,24 @@ def format_ts(when: datetime) -> str:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def open_log(path: Path | str) -> BinaryIO:
+    """A log opened for reading without waiting on what is not a file: a FIFO or a device put
+    where the log was would block its ``open`` (or its reads) for ever, so it is opened without
+    blocking and refused as :class:`errors.NotFound` ("it is not a regular file"). A directory
+    raises ``IsADirectoryError`` as ``open`` does; a missing file ``FileNotFoundError``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise NotFound(f"no log at {path}: it is not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 _decode = msgspec.json.Decoder().decode
@@ -179,7 +200,7 @@ def read_log(path: Path, start_offset: int = 0, *, after_seq: int = 0) -> LogRea
         raise BadInput(f"a log offset is at least 0, got {start_offset}")
     before = b"\n"
     try:
-        with open(path, "rb") as f:
+        with open_log(path) as f:
             if start_offset:
                 f.seek(start_offset - 1)
                 before = f.read(1)
@@ -228,7 +249,7 @@ def read_event_at(path: Path, offset: int) -> dict[str, Any] | None:
     if offset < 0:
         raise BadInput(f"a log offset is at least 0, got {offset}")
     try:
-        with open(path, "rb") as f:
+        with open_log(path) as f:
             if offset:
                 f.seek(offset - 1)
                 if f.read(1) != b"\n":
@@ -257,12 +278,12 @@ def tail_of(path: Path) -> tuple[int, int]:
     """``(seq, turn)`` of the last complete event of the log, read from its last 64 KiB only;
     ``(0, 0)`` when it has none there or does not exist (yet). A missing or unknown turn is 0."""
     try:
-        with open(path, "rb") as f:
+        with open_log(path) as f:
             size = f.seek(0, os.SEEK_END)
             start = max(0, size - _TAIL_BYTES)
             f.seek(start)
             data = f.read(size - start)
-    except OSError:
+    except (OSError, NotFound):  # none yet, or not a file (a FIFO would block for ever)
         return 0, 0
     pos = data.rfind(b"\n") + 1
     while pos > 0:

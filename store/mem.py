@@ -93,6 +93,7 @@ from nodwyn_retrieval.retrieval.events import (
     event_counts,
 )
 from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.store.log import open_log
 from nodwyn_retrieval.store.mem_encode import MemBuild, build_mem
 from nodwyn_retrieval.store.mem_fold import (
     Fold,
@@ -218,6 +219,8 @@ class LogView:
                 raise store_error("reading", view.path, exc) from exc
         if stat.S_ISDIR(st.st_mode):
             raise NotFound(f"no log at {view.path}: it is a directory")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO's read would wait for ever
+            raise NotFound(f"no log at {view.path}: it is not a regular file")
         try:
             view._load(st, write)
         except BaseException:
@@ -229,7 +232,7 @@ class LogView:
         """The log, opened at its first use."""
         if self._file is None:
             try:
-                self._file = open(self.path, "rb")  # noqa: SIM115  closed by close()
+                self._file = open_log(self.path)
             except FileNotFoundError:
                 raise NotFound(f"no log at {self.path}") from None
             except OSError as exc:
