@@ -384,6 +384,8 @@ class LogWriter:
             self._file.close()
             raise store_error("reading", self.path, exc) from exc
         self._next_seq = last_seq + 1
+        self._torn = False
+        """Whether a failed append left part of its line at the end of the file."""
         self.turn = max(last_turn, 1)
         """The turn of the last event appended or found: :meth:`record_decision`'s default."""
 
@@ -429,11 +431,19 @@ class LogWriter:
                 line = _dumps(event)
             except (TypeError, ValueError) as exc:
                 raise BadInput(f"a {kind} event is not JSON: {exc}") from exc
+            # Written straight to the file, not through a buffer: a write that fails (a full
+            # disk) keeps nothing back to be written by the next append, and what part of the
+            # line did reach the file is ended by the next one's newline, skipped by readers.
+            data = memoryview((b"\n" if self._torn else b"") + line + b"\n")
+            done = 0
             try:
-                self._file.write(line + b"\n")
-                self._file.flush()
+                while done < len(data):
+                    done += os.write(self._file.fileno(), data[done:])
             except OSError as exc:
+                if done:
+                    self._torn = data[done - 1] != 0x0A
                 raise store_error("writing", self.path, exc) from exc
+            self._torn = False
             self._next_seq += 1
             self.turn = turn
             return event
