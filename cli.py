@@ -573,6 +573,11 @@ def _say(text: str) -> None:
 def _print(text: str, *, as_json: bool = False) -> int:
     """Print to stdout; a reader that closed the pipe (``| head -1``) ends the command quietly,
     as rg and grep do. To a terminal, control characters are shown, not sent (:func:`_visible`)."""
+    from nodwyn_retrieval.actors.messages import utf8_text  # noqa: PLC0415
+
+    # A lone surrogate (a name's byte that is not UTF-8, an event's "\\ud800") is no UTF-8: a
+    # UTF-8 stdout refuses it. It is written as its escape, which JSON reads back as it was.
+    text = utf8_text(text)
     try:
         if sys.stdout.isatty():
             text = _visible(text, as_json=as_json)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodwyn_retrieval.actors.messages import utf8_text
 from nodwyn_retrieval.errors import NotFound, RetrievalError
 from nodwyn_retrieval.mcp_server import LINE_LIMIT, RECORDS_DIR, TRANSCRIPTS_DIR
 
@@ -388,6 +389,9 @@ async def _engine_loop(settings: dict[str, Any], fd_in: int, fd_out: int) -> Non
             str(request.get("name")), arguments if isinstance(arguments, dict) else {},
             request.get("client"),
         )  # fmt: skip
+        # The SDK writes the answer as UTF-8: a lone surrogate left in it (an error's text) would
+        # fail there and the call would never be answered.
+        text = utf8_text(text)
         line = json.dumps({"id": request.get("id"), "text": text, "error": error}) + "\n"
         with contextlib.suppress(ConnectionError):
             writer.write(line.encode())

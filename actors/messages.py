@@ -6,6 +6,7 @@ listed as such, which the sender hands over and never touches again.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "TreeFound",
     "TreeSearched",
     "UpdateOutput",
+    "utf8_text",
 ]
 
 
@@ -232,6 +234,22 @@ class SaveSnapshot:
 
 # -- what the engine answers ---------------------------------------------------------------
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text: str) -> str:
+    """text as UTF-8 can carry it: each lone surrogate (a name's byte that is not UTF-8, or an
+    event's ``"\\udcff"`` escape, which JSON allows) shown as that escape, ``\\udcff``, and the
+    rest as it is. A model's API, a JSON line of MCP and a terminal encode what they send as
+    UTF-8, which has no lone surrogate: one would fail there, after the tool has answered."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
 
 @dataclass(frozen=True, slots=True)
 class SearchOutput:
@@ -247,6 +265,9 @@ class SearchOutput:
     """The header's figures: chunks or events ranked, files, partial, not_read, and its text."""
     hits: list[dict[str, Any]]
     """Structured results (CLI.md's JSON)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", utf8_text(self.text))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,6 +288,9 @@ class UpdateOutput:
     summary: dict[str, Any]
     """CLI.md's JSON of an update."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", utf8_text(self.text))
+
     def to_json(self) -> dict[str, Any]:
         return dict(self.summary)
 
@@ -283,3 +307,6 @@ class ToolOutput:
     """external:file for the repository, external:log for the conversation and earlier tasks."""
     data: dict[str, Any] = field(default_factory=dict)
     """The structured form (the command line's JSON)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", utf8_text(self.text))
