@@ -9,10 +9,11 @@ passes at the engine's edge, and their definitions as each model API takes them
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from nodwyn_retrieval.errors import BadInput
-from nodwyn_retrieval.retrieval.words import query_words
+from nodwyn_retrieval.retrieval.words import MAX_WORD_BYTES, query_words
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -65,10 +66,24 @@ def check_query(query: object) -> str:
     if not query.strip():
         raise BadInput("query is empty: give the words or names to search for")
     if not query_words(query):
+        if any(_too_long(run) for run in _RUNS.findall(query)):
+            raise BadInput(
+                f"query '{shown_text(query)}' has no words to search for: a word over "
+                f"{MAX_WORD_BYTES} bytes (a hash, a minified line) is never indexed; give "
+                "shorter words or names"
+            )
         raise BadInput(
             f"query '{shown_text(query)}' has no words to search for: give words or names"
         )
     return query
+
+
+_RUNS = re.compile(r"\w+")
+
+
+def _too_long(run: str) -> bool:
+    """Whether a run of word characters is over the length of any indexed word."""
+    return len(run.encode("utf-8", "surrogatepass")) > MAX_WORD_BYTES
 
 
 def check_scope(scope: object) -> str:
