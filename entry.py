@@ -176,6 +176,10 @@ class Engine:
         ``record`` is given), and the loop appends its own events through :attr:`log`. Without
         a log, records go to ``record`` or nowhere.
         """
+        _check_open(
+            root=root, data_dir=data_dir, config_dir=config_dir, log=log, limits=limits,
+            workers=workers,
+        )  # fmt: skip
         log_path = Path(log) if log is not None else None
         if owns_log and log_path is None:
             raise BadInput("owns_log=True needs log=: the session log the engine is to write")
@@ -434,11 +438,7 @@ class Engine:
         self, seq: int, start: int | None = None, count: int | None = None, task: str | None = None
     ) -> ToolOutput:
         """recall (§1, §8): one event of the log by its seq, whole or as lines."""
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-            raise BadInput(f"seq must be a whole number of at least 1, got {seq!r}")
-        for name, v in (("start", start), ("count", count)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise BadInput(f"{name} must be a whole number of at least 1, got {v!r}")
+        _check_recall(seq, start, count)
         if task is not None:
             log_path(self.dirs.tasks, task)  # a malformed id is bad input, whatever the switch
             allowed = earlier_tasks(self.config_dir, self.key)
@@ -464,6 +464,7 @@ class Engine:
         self, task: str, seq: int, start: int | None = None, count: int | None = None
     ) -> ToolOutput:
         """A person's recall of any of the project's tasks, whatever the switch."""
+        _check_recall(seq, start, count)
         return await self._earlier.ask_as(
             EarlierRecall(task, seq, start, count, True, person=True), ToolOutput
         )
@@ -580,6 +581,36 @@ class Engine:
             raise BadInput(f"unknown tool {name!r}: index-search, index-update or recall")
         except (BadInput, GuardRefused, Disabled) as e:
             return ToolOutput(str(e), True, "external:file")
+
+
+def _check_open(
+    *, root: object, data_dir: object, config_dir: object, log: object, limits: object,
+    workers: object,
+) -> None:  # fmt: skip
+    """Engine.open's arguments, checked before anything is made: a path is a non-empty string
+    or path, ``workers`` a whole number of at least 1, ``limits`` a :class:`Limits`."""
+    for name, value, optional in (
+        ("root", root, False), ("data_dir", data_dir, True), ("config_dir", config_dir, True),
+        ("log", log, True),
+    ):  # fmt: skip
+        if value is None and optional:
+            continue
+        if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+            raise BadInput(f"{name} must be a non-empty path, got {value!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):  # fmt: skip
+        raise BadInput(f"workers must be a whole number of at least 1, got {workers!r}")
+    if limits is not None and not isinstance(limits, Limits):
+        raise BadInput(f"limits must be a Limits, got {type(limits).__name__}")
+
+
+def _check_recall(seq: object, start: object, count: object) -> None:
+    """recall's numbers, checked as the tool's schema has them: whole numbers of at least 1."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        raise BadInput(f"seq must be a whole number of at least 1, got {seq!r}")
+    for name, v in (("start", start), ("count", count)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise BadInput(f"{name} must be a whole number of at least 1, got {v!r}")
 
 
 def _repo_header(matched: int, chunks: int, files: int, r: Refreshed) -> str:

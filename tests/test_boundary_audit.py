@@ -5,12 +5,15 @@ command line's real process."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nodwyn_retrieval import Engine
+from nodwyn_retrieval.errors import BadInput
 
-from tests.support import make_repo
+from tests.support import Log, make_repo
 
 
 @pytest.fixture
@@ -25,6 +28,38 @@ def _one_line(text: str) -> None:
     assert "\n" not in text
     assert "Traceback" not in text
     assert len(text) < 400, text
+
+
+# -- the person's recall -------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_the_persons_recall_checks_its_numbers_as_recall_does(
+    repo: Path, tmp_path: Path
+) -> None:
+    # memory_recall took any seq, start and count: a string or None was a TypeError from deep
+    # in the reader, True read seq 1, and 0 or 1.5 was "no event with seq 0".
+    async with await Engine.open(
+        repo, data_dir=tmp_path / "data", config_dir=tmp_path / "cfg"
+    ) as engine:
+        engine.dirs.tasks.mkdir(parents=True, exist_ok=True)
+        Log(engine.dirs.tasks / "old-1.jsonl").add("person.message", text="albatross\nsecond")
+        bad: list[tuple[dict[str, Any], str]] = [
+            ({"seq": "1"}, "seq must be a whole number of at least 1, got '1'"),
+            ({"seq": None}, "seq must be a whole number of at least 1, got None"),
+            ({"seq": True}, "seq must be a whole number of at least 1, got True"),
+            ({"seq": 0}, "seq must be a whole number of at least 1, got 0"),
+            ({"seq": 1.5}, "seq must be a whole number of at least 1, got 1.5"),
+            ({"seq": 1, "start": "1"}, "start must be a whole number of at least 1, got '1'"),
+            ({"seq": 1, "count": 1.5}, "count must be a whole number of at least 1, got 1.5"),
+        ]
+        for args, said in bad:
+            with pytest.raises(BadInput) as got:
+                await engine.memory_recall("old-1", **args)
+            assert str(got.value) == said
+            assert type(got.value) is BadInput
+        out = await engine.memory_recall("old-1", 1, 2, 1)
+        assert out.text.endswith("second")
 
 
 # -- a query of words too long to be indexed -----------------------------------------------------
@@ -49,3 +84,39 @@ async def test_a_query_of_only_over_long_words_says_why_it_has_none(
         assert not out.is_error, out.text
         out = await engine.call_tool("index-search", {"query": "?!.,;", "scope": "repo"})
         assert out.text == "query '?!.,;' has no words to search for: give words or names"
+
+
+# -- Engine.open's own arguments ---------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_engine_open_refuses_arguments_of_the_wrong_kind_as_bad_input(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A string of workers was a TypeError from the pool, True and 1.5 were taken, 0 was said as
+    # "max_workers"; a root, data_dir or log that is not a path was a TypeError, and a root ""
+    # opened the current directory.
+    data = tmp_path / "data"
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"workers": "2"}, "workers must be a whole number of at least 1, got '2'"),
+        ({"workers": True}, "workers must be a whole number of at least 1, got True"),
+        ({"workers": 1.5}, "workers must be a whole number of at least 1, got 1.5"),
+        ({"workers": 0}, "workers must be a whole number of at least 1, got 0"),
+        ({"data_dir": 5}, "data_dir must be a non-empty path, got 5"),
+        ({"config_dir": b"cfg"}, "config_dir must be a non-empty path, got b'cfg'"),
+        ({"log": 5}, "log must be a non-empty path, got 5"),
+        ({"log": ""}, "log must be a non-empty path, got ''"),
+        ({"root": ""}, "root must be a non-empty path, got ''"),
+        ({"root": 5}, "root must be a non-empty path, got 5"),
+        ({"limits": "big"}, "limits must be a Limits, got str"),
+    ]
+    for args, said in bad:
+        kwargs: dict[str, Any] = {"data_dir": data, "config_dir": tmp_path / "cfg", **args}
+        root = kwargs.pop("root", repo)
+        with pytest.raises(BadInput) as got:
+            await asyncio.wait_for(Engine.open(root, **kwargs), 60)
+        assert str(got.value) == said
+    assert not data.exists()  # nothing was made
+    async with await Engine.open(repo, data_dir=data, config_dir=tmp_path / "cfg", workers=1) as e:
+        out = await e.call_tool("index-search", {"query": "albatross", "scope": "repo"})
+        assert not out.is_error, out.text
