@@ -231,12 +231,14 @@ def _log_of(ns: argparse.Namespace, root: Path) -> Path | None:
     from nodwyn_retrieval.store.log import log_path  # noqa: PLC0415
     from nodwyn_retrieval.store.paths import data_dir, project_dirs, project_key  # noqa: PLC0415
 
+    if _opt(ns, "log") == "":
+        raise BadInput("--log needs the path of a session's .jsonl, got ''")
     if _opt(ns, "log"):
         p = Path(ns.log)
         if not p.is_file():
             raise NotFound(f"no log at {p}: give the path of a session's .jsonl")
         return p
-    if _opt(ns, "task"):
+    if _opt(ns, "task") is not None:
         tasks = project_dirs(data_dir(_opt(ns, "data_dir")), project_key(root)).tasks
         p = log_path(tasks, ns.task)
         if not p.is_file():

@@ -6,6 +6,8 @@ command line's real process."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from nodwyn_retrieval import Engine
 from nodwyn_retrieval.errors import BadInput
 
-from tests.support import Log, make_repo
+from tests.support import Log, cli_env, make_repo
 
 
 @pytest.fixture
@@ -28,6 +30,16 @@ def _one_line(text: str) -> None:
     assert "\n" not in text
     assert "Traceback" not in text
     assert len(text) < 400, text
+
+
+def _cli(
+    cwd: Path, tmp_path: Path, *args: str | bytes, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "nodwyn_retrieval", *args],
+        cwd=cwd, env={**cli_env(tmp_path / "data", tmp_path / "cfg"), **env},
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
 
 
 # -- the person's recall -------------------------------------------------------------------------
@@ -120,3 +132,26 @@ async def test_engine_open_refuses_arguments_of_the_wrong_kind_as_bad_input(
     async with await Engine.open(repo, data_dir=data, config_dir=tmp_path / "cfg", workers=1) as e:
         out = await e.call_tool("index-search", {"query": "albatross", "scope": "repo"})
         assert not out.is_error, out.text
+
+
+# -- the command line's empty options ------------------------------------------------------------
+
+
+def test_the_cli_says_an_empty_task_or_log_instead_of_ignoring_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    # --task '' and --log '' were taken as not given: a repo search ran without the log asked
+    # for, and a conversation search said it needed --task, which it had been given.
+    cases = [
+        (["search", "albatross", "--task", ""], "task id '' is not a task id"),
+        (["search", "albatross", "--scope", "conversation", "--task", ""], "task id ''"),
+        (["search", "albatross", "--log", ""], "--log needs the path of a session's .jsonl"),
+        (["recall", "1", "--log", ""], "--log needs the path of a session's .jsonl"),
+    ]
+    for args, said in cases:
+        out = _cli(repo, tmp_path, *args)
+        err = out.stderr.decode()
+        assert out.returncode == 2, (args, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert said in lines[0], err
