@@ -298,7 +298,7 @@ def _direct(text: str, raw: bytes | None = None) -> list[tuple[int, int]]:
         if raw is not None:
             hits = _DIRECT_BYTES_AUTOMATON.find_matches_as_indexes(raw)
         else:
-            hits = _DIRECT_AUTOMATON.find_matches_as_indexes(text)
+            hits = _DIRECT_AUTOMATON.find_matches_as_indexes(_scannable(text))
         if hits:
             ends = [0] * len(_DIRECT_SCANNED)
             for li, at, _end in hits:
@@ -494,7 +494,9 @@ def _places_python(text: str, apart: list[tuple[int, int]] | None = None) -> _Pl
     else:
         hits = _locate(_lowered(text))
         prefixes = (
-            _DIRECT_AUTOMATON.find_matches_as_indexes(text) if _DIRECT_AUTOMATON is not None else []
+            _DIRECT_AUTOMATON.find_matches_as_indexes(_scannable(text))
+            if _DIRECT_AUTOMATON is not None
+            else []
         )
     out: list[Any] = [[], 0, [], [], [], []]
     for li, at, end in hits:
@@ -539,7 +541,22 @@ def _locate(low: str) -> list[tuple[int, int, int]]:
     """(literal, start, end) of every locator in the lowered text, overlapping ones too."""
     if low.isascii():  # most source: bytes are characters, and the byte automaton skips decoding
         return _BYTES_AUTOMATON.find_matches_as_indexes(low.encode("ascii"), overlapping=True)
-    return _AUTOMATON.find_matches_as_indexes(low, overlapping=True)
+    return _AUTOMATON.find_matches_as_indexes(_scannable(low), overlapping=True)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _scannable(text: str) -> str:
+    """text as the str automatons can read it: each lone surrogate (a name's byte that is not
+    UTF-8, kept by surrogateescape or a JSON escape) as U+FFFD, one character for one, so every
+    offset is the text's; no locator holds either. ahocorasick_rs takes only text UTF-8 can
+    carry, and refused such a text whole (UnicodeEncodeError), where the compiled scan reads it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _lowered(text: str) -> str:

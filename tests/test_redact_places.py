@@ -199,3 +199,43 @@ def test_build_refuses_what_the_scan_cannot_hold() -> None:
     assert _norm(native.scan("api_key = 'h7Gq2pLx9Zt4'")) == _norm(
         R._places_python("api_key = 'h7Gq2pLx9Zt4'")
     )
+
+
+SURROGATE_TEXTS = (
+    "x \udcff y password=Tr0ub4dor3xq",
+    "\udcffapi_key = 'h7Gq2pLx9Zt4'\n",
+    "caf\u00e9 \ud800 AKIA" + "Q3EGRZK7JX4VBN2M" + " \udfff\n",
+    "naïve \udcc3\udca9 token: ghp_" + "h7Gq2pLx9Zt4Wm8Rk3Vn6Bc1Df5Jy0Ts9Qa2" + "\n",
+)
+
+
+@pytest.mark.parametrize("text", SURROGATE_TEXTS)
+def test_a_text_holding_a_lone_surrogate_is_redacted_the_same_by_both_paths(text: str) -> None:
+    # A name's byte that is not UTF-8 (surrogateescape) or a JSON escape in a log gives a lone
+    # surrogate: the compiled scan reads it, and the Python path's automatons (which take only
+    # text UTF-8 can carry) read it as U+FFFD, at the same offsets.
+    got = redact(text)
+    assert got.count >= 1
+    assert got == _python_redact(text)
+    assert "\udcff" not in got.text or "\udcff" in text
+
+
+def test_the_pure_python_path_redacts_a_text_holding_a_lone_surrogate(tmp_path: Path) -> None:
+    # Where the compiled modules are not built (or are turned off), the whole Python path takes
+    # such a text too, and gives what the compiled one gives.
+    import json
+    import subprocess
+
+    script = (
+        "import json, sys\n"
+        "from nodwyn_retrieval.guard import redact\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([[r.text, r.count] for r in map(redact, texts)]))\n"
+    )
+    env = {**os.environ, R._PURE_PYTHON: "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], input=json.dumps(list(SURROGATE_TEXTS)), env=env,
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    want = [[r.text, r.count] for r in map(redact, SURROGATE_TEXTS)]
+    assert json.loads(out.stdout) == want
