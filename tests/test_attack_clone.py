@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from nodwyn_retrieval import Engine
 
-from tests.support import cli_env, git, make_repo
+from tests.support import cli_env, make_repo
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -61,8 +61,14 @@ def _hostile(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.asyncio
 async def test_a_clone_naming_programs_in_its_configuration_runs_none(tmp_path: Path) -> None:
     repo, mark = _hostile(tmp_path)
-    # The check is real: git itself runs the program for a status in this clone.
-    git(repo, "status", "--porcelain")
+    # The check is real: git itself runs the program for a status in this clone. Its exit status
+    # is not the point (the process filter's handshake, answered by cat, fails, and under load git
+    # sometimes says so by failing the status): the mark is.
+    await asyncio.to_thread(
+        subprocess.run,
+        ["git", "status", "--porcelain"], cwd=repo, env={**os.environ, "HOME": str(repo)},
+        capture_output=True, check=False, timeout=120,
+    )  # fmt: skip
     assert mark.exists()
     mark.unlink()
     async with await Engine.open(
