@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,52 @@ def mcp_process(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
         cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def run_cli(
+    cwd: Path, tmp_path: Path, *args: str | bytes, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """The command line run in cwd with its data and configuration under tmp_path (and env's
+    variables beside them), its output kept as bytes."""
+    return subprocess.run(
+        [sys.executable, "-m", "nodwyn_retrieval", *args],
+        cwd=cwd, env={**cli_env(tmp_path / "data", tmp_path / "cfg"), **env},
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@asynccontextmanager
+async def mcp_session(cwd: Path, tmp_path: Path, *args: str) -> AsyncIterator[Any]:
+    """A real MCP client's session (the SDK's own, initialized) with the server started in cwd
+    with one worker and args; its standard error goes to tmp_path/err."""
+    from mcp import ClientSession, types
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nodwyn_retrieval", "mcp", "--workers", "1", *args],
+        env=server_env(tmp_path),
+        cwd=str(cwd),
+    )
+    with open(tmp_path / "err", "w", encoding="utf-8") as err:  # noqa: ASYNC230  the child writes it
+        async with stdio_client(params, errlog=err) as (read, write):
+            info = types.Implementation(name="cursor", version="1.0")
+            async with ClientSession(read, write, client_info=info) as session:
+                await session.initialize()
+                yield session
+
+
+def small_repo(tmp_path: Path) -> Path:
+    """A committed repository of two files (a.py defining albatross, d/b.py bittern) at
+    tmp_path/repo: the boundary tests' tree."""
+    return make_repo(
+        tmp_path / "repo",
+        {"a.py": "def albatross():\n    return 1\n", "d/b.py": "def bittern():\n    pass\n"},
+    )
+
+
+def one_line_error(text: str) -> None:
+    """text is one short line, no traceback: what bad input is answered with."""
+    assert "\n" not in text
+    assert "Traceback" not in text
+    assert len(text) < 400, text

@@ -6,8 +6,6 @@ command line's real process."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +13,12 @@ import pytest
 from nodwyn_retrieval import Engine
 from nodwyn_retrieval.errors import BadInput
 
-from tests.support import Log, cli_env, make_repo
+from tests.support import Log, one_line_error, run_cli, small_repo
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(
-        tmp_path / "repo",
-        {"a.py": "def albatross():\n    return 1\n", "d/b.py": "def bittern():\n    pass\n"},
-    )
-
-
-def _one_line(text: str) -> None:
-    assert "\n" not in text
-    assert "Traceback" not in text
-    assert len(text) < 400, text
-
-
-def _cli(
-    cwd: Path, tmp_path: Path, *args: str | bytes, **env: str
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "nodwyn_retrieval", *args],
-        cwd=cwd, env={**cli_env(tmp_path / "data", tmp_path / "cfg"), **env},
-        capture_output=True, timeout=120, check=False,
-    )  # fmt: skip
+    return small_repo(tmp_path)
 
 
 # -- the person's recall -------------------------------------------------------------------------
@@ -89,7 +68,7 @@ async def test_a_query_of_only_over_long_words_says_why_it_has_none(
         for query in ("x" * 65, "é" * 33, f"{'a1' * 40} -- {'b' * 70}"):
             out = await engine.call_tool("index-search", {"query": query, "scope": "repo"})
             assert out.is_error
-            _one_line(out.text)
+            one_line_error(out.text)
             assert "a word over 64 bytes (a hash, a minified line) is never indexed" in out.text
         # A word of 64 bytes is a word; punctuation alone keeps the plain message.
         out = await engine.call_tool("index-search", {"query": "x" * 64, "scope": "repo"})
@@ -149,7 +128,7 @@ def test_the_cli_says_an_empty_task_or_log_instead_of_ignoring_it(
         (["recall", "1", "--log", ""], "--log needs the path of a session's .jsonl"),
     ]
     for args, said in cases:
-        out = _cli(repo, tmp_path, *args)
+        out = run_cli(repo, tmp_path, *args)
         err = out.stderr.decode()
         assert out.returncode == 2, (args, err)
         lines = err.strip().splitlines()

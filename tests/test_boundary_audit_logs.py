@@ -60,17 +60,26 @@ _FIFO_SESSION = textwrap.dedent(
 )
 
 
+def _session(
+    script: str, repo: Path, tmp_path: Path, log: Path
+) -> subprocess.CompletedProcess[str]:
+    """script run in a process of its own on repo, its data under tmp_path and the session log
+    log; it must end well (its output is what the test reads)."""
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(repo), str(tmp_path / "data"), str(log)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_a_session_log_replaced_by_a_fifo_blocks_no_call(repo: Path, tmp_path: Path) -> None:
     # Every call reads the log's tail first: opened as a file, a FIFO there blocked that open,
     # and with it the event loop (no timeout could fire), for ever. Run in a process of its
     # own so that a hang fails the test instead of holding the suite.
     log = tmp_path / "task.jsonl"
     Log(log).add("person.message", text="albatross question")
-    out = subprocess.run(
-        [sys.executable, "-c", _FIFO_SESSION, str(repo), str(tmp_path / "data"), str(log)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    out = _session(_FIFO_SESSION, repo, tmp_path, log)
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
     assert lines["repo"].startswith("answered 1 of"), out.stdout
     assert lines["update"].startswith("answered index of the repository"), out.stdout
@@ -121,11 +130,7 @@ def test_an_append_that_meets_a_full_disk_loses_no_later_event(repo: Path, tmp_p
     # before) and it was never searched or recalled. RLIMIT_FSIZE in a process of its own makes
     # the file system refuse the write as a full disk does.
     log = tmp_path / "task.jsonl"
-    out = subprocess.run(
-        [sys.executable, "-c", _FULL_DISK_SESSION, str(repo), str(tmp_path / "data"), str(log)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    out = _session(_FULL_DISK_SESSION, repo, tmp_path, log)
     said = dict(line.split(" ", 1) for line in out.stdout.splitlines())
     assert said["full"] == "StoreError"
     assert json.loads(said["recall"]) == "albatross after the disk"

@@ -8,39 +8,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession, types
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp import types
 from nodwyn_retrieval import Engine
 from nodwyn_retrieval.store.log import LogWriter
 
-from tests.support import cli_env, make_repo, server_env
+from tests.support import mcp_session, run_cli, small_repo
 
 UNDECODED = os.fsdecode(b"\xff")  # what Python makes of a byte that is not UTF-8: "\udcff"
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(
-        tmp_path / "repo",
-        {"a.py": "def albatross():\n    return 1\n", "d/b.py": "def bittern():\n    pass\n"},
-    )
-
-
-def _cli(
-    cwd: Path, tmp_path: Path, *args: str | bytes, **env: str
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "nodwyn_retrieval", *args],
-        cwd=cwd, env={**cli_env(tmp_path / "data", tmp_path / "cfg"), **env},
-        capture_output=True, timeout=120, check=False,
-    )  # fmt: skip
+    return small_repo(tmp_path)
 
 
 # -- an event holding a lone surrogate ---------------------------------------------------------
@@ -87,7 +69,7 @@ def test_the_cli_prints_a_lone_surrogate_on_a_utf8_stdout(repo: Path, tmp_path: 
     _surrogate_log(log)
     strict = {"PYTHONIOENCODING": "utf-8:strict"}
     for extra in ([], ["--json"]):
-        out = _cli(repo, tmp_path, "recall", "1", "--log", str(log), *extra, **strict)
+        out = run_cli(repo, tmp_path, "recall", "1", "--log", str(log), *extra, **strict)
         assert out.returncode == 0, out.stderr
         assert b"Traceback" not in out.stderr
         text = out.stdout.decode("utf-8")
@@ -97,25 +79,9 @@ def test_the_cli_prints_a_lone_surrogate_on_a_utf8_stdout(repo: Path, tmp_path: 
         else:
             assert "albatross \\udcff and \\ud800 raw" in text
     # A query's byte that is not UTF-8, given on the command line and echoed in the JSON.
-    out = _cli(repo, tmp_path, "search", b"albatross\xff", "--json", **strict)
+    out = run_cli(repo, tmp_path, "search", b"albatross\xff", "--json", **strict)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.decode("utf-8"))["query"] == f"albatross{UNDECODED}"
-
-
-@asynccontextmanager
-async def _server(cwd: Path, tmp_path: Path, log: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "nodwyn_retrieval", "mcp", "--workers", "1", "--log", str(log)],
-        env=server_env(tmp_path),
-        cwd=str(cwd),
-    )
-    with open(tmp_path / "err", "w", encoding="utf-8") as err:  # noqa: ASYNC230  the child writes it
-        async with stdio_client(params, errlog=err) as (read, write):
-            info = types.Implementation(name="cursor", version="1.0")
-            async with ClientSession(read, write, client_info=info) as session:
-                await session.initialize()
-                yield session
 
 
 @pytest.mark.asyncio
@@ -126,7 +92,7 @@ async def test_the_mcp_server_answers_an_event_holding_a_lone_surrogate(
     # server and the call was never answered, so the client waited for ever.
     log = tmp_path / "task.jsonl"
     _surrogate_log(log)
-    async with _server(repo, tmp_path, log) as s:
+    async with mcp_session(repo, tmp_path, "--log", str(log)) as s:
         for name, args in (
             ("recall", {"seq": 1}),
             ("index-search", {"query": "albatross", "scope": "conversation"}),

@@ -8,18 +8,24 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, types
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp import types
 from nodwyn_retrieval import Engine
 from nodwyn_retrieval.errors import BadInput
 
-from tests.support import Log, cli_env, make_repo, mcp_process, raw_mcp_client, server_env
+from tests.support import (
+    Log,
+    cli_env,
+    mcp_process,
+    mcp_session,
+    one_line_error,
+    raw_mcp_client,
+    server_env,
+    small_repo,
+)
 
 LONG_NAME = "n" * 300  # past NAME_MAX (255) on every Linux file system
 BAD_PATHS = [
@@ -33,16 +39,7 @@ BAD_PATHS = [
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(
-        tmp_path / "repo",
-        {"a.py": "def albatross():\n    return 1\n", "d/b.py": "def bittern():\n    pass\n"},
-    )
-
-
-def _one_line(text: str) -> None:
-    assert "\n" not in text
-    assert "Traceback" not in text
-    assert len(text) < 400, text
+    return small_repo(tmp_path)
 
 
 @pytest.mark.asyncio
@@ -60,7 +57,7 @@ async def test_a_path_no_file_can_have_is_one_clear_error(
             out = await engine.call_tool(tool, args)
             assert out.is_error, (path, out.text)
             assert said in out.text, out.text
-            _one_line(out.text)
+            one_line_error(out.text)
         # Nothing lost: the next call answers as before.
         out = await engine.call_tool("index-search", {"query": "albatross", "scope": "repo"})
         assert not out.is_error
@@ -97,11 +94,11 @@ async def test_a_huge_query_without_words_is_named_short_in_its_error(
         huge = "+-*/ " * 400_000  # 2 MB of punctuation: no word in it
         out = await engine.call_tool("index-search", {"query": huge, "scope": "repo"})
         assert out.is_error
-        _one_line(out.text)
+        one_line_error(out.text)
         assert "has no words to search for" in out.text
         assert f"({len(huge)} characters)" in out.text
         control = await engine.call_tool("index-search", {"query": "+-\x1b[\n", "scope": "repo"})
-        _one_line(control.text)  # shown escaped, on one line
+        one_line_error(control.text)  # shown escaped, on one line
         assert "\\x1b" in control.text
         assert (
             await engine.call_tool("index-search", {"query": "albatross", "scope": "repo"})
@@ -165,28 +162,11 @@ def test_the_cli_says_a_name_too_long_in_one_line_and_exits_2(repo: Path, tmp_pa
         assert "cannot be looked up: File name too long" in lines[0]
 
 
-@asynccontextmanager
-async def _server(cwd: Path, tmp_path: Path) -> AsyncIterator[ClientSession]:
-    env = server_env(tmp_path)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "nodwyn_retrieval", "mcp", "--workers", "1"],
-        env=env,
-        cwd=str(cwd),
-    )
-    with open(tmp_path / "err", "w", encoding="utf-8") as err:  # noqa: ASYNC230  the child writes it
-        async with stdio_client(params, errlog=err) as (read, write):
-            info = types.Implementation(name="cursor", version="1.0")
-            async with ClientSession(read, write, client_info=info) as session:
-                await session.initialize()
-                yield session
-
-
 @pytest.mark.asyncio
 async def test_the_mcp_server_answers_a_bad_path_with_one_clear_error(
     repo: Path, tmp_path: Path
 ) -> None:
-    async with _server(repo, tmp_path) as s:
+    async with mcp_session(repo, tmp_path) as s:
         for path, said in BAD_PATHS:
             if "\ud800" in path:
                 continue  # the SDK's client cannot send it: the raw test below does
@@ -198,7 +178,7 @@ async def test_the_mcp_server_answers_a_bad_path_with_one_clear_error(
             assert r.is_error
             assert said in block.text, block.text
             assert not block.text.startswith("unexpected error")
-            _one_line(block.text)
+            one_line_error(block.text)
         r = await s.call_tool("index-search", {"query": "albatross", "scope": "repo"})
         (block,) = r.content
         assert isinstance(block, types.TextContent)
@@ -228,7 +208,7 @@ def test_the_mcp_server_answers_a_lone_surrogate_sent_raw(repo: Path, tmp_path: 
                 assert reply["result"]["isError"] is True
                 text = reply["result"]["content"][0]["text"]
                 assert "lone surrogate" in text, text
-                _one_line(text)
+                one_line_error(text)
             p.terminate()
             assert p.wait(timeout=60) == 0
             err = p.stderr.read()

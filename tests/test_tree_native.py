@@ -151,6 +151,13 @@ def _by_bytes(words: list[str]) -> list[int]:
     return sorted(range(len(words)), key=lambda i: words[i].encode("utf-8"))
 
 
+def _one_posting_each(words: list[str]) -> Segment:
+    """The segment of distinct words, the i-th word in document i alone."""
+    n = len(words)
+    ids = np.arange(n, dtype=np.uint32)
+    return Segment.from_pairs_python(words, n, ids, ids, np.ones(n, dtype=np.uint32))
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_the_vocabulary_order_is_the_stored_forms(seed: int) -> None:
     # vocab_order (sorted without the GIL, beside the postings' sort) gives the order the
@@ -167,12 +174,7 @@ def test_the_vocabulary_order_is_the_stored_forms(seed: int) -> None:
     as_tuple = tuple(words)
     assert native.vocab_order(as_tuple).words is as_tuple  # a tuple is taken as it is
     assert native.vocab_order([]).indices() == b""
-    distinct = list(dict.fromkeys(words))
-    n = len(distinct)
-    seg = Segment.from_pairs_python(
-        distinct, n, np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32),
-        np.ones(n, dtype=np.uint32),
-    )  # fmt: skip
+    seg = _one_posting_each(list(dict.fromkeys(words)))
     rest = (seg.offsets, seg.docs, seg.tfs)
     want = native.pack_segment(seg.words, *rest)
     assert native.pack_segment(seg.words, *rest, native.vocab_order(seg.words)) == want
@@ -184,11 +186,7 @@ def test_an_order_of_other_words_is_not_used() -> None:
     # or a list, or other words, are sorted again; what is not an order is refused.
     rng = random.Random(11)
     words = list(dict.fromkeys(f"w{rng.randrange(10**6)}" for _ in range(300)))
-    n = len(words)
-    seg = Segment.from_pairs_python(
-        words, n, np.arange(n, dtype=np.uint32), np.arange(n, dtype=np.uint32),
-        np.ones(n, dtype=np.uint32),
-    )  # fmt: skip
+    seg = _one_posting_each(words)
     rest = (seg.offsets, seg.docs, seg.tfs)
     want = native.pack_segment(seg.words, *rest)
     shuffled = list(seg.words)
