@@ -187,12 +187,95 @@ def _is_git_dir(d: str) -> bool:
 _OPENED_BY_GIT = ("HEAD", "config", "index", "commondir", "config.worktree")
 
 
+_CONFIGS = ("config", "config.worktree")  # a git directory's own configuration files
+_INCLUDE_DEPTH = 10  # git's own limit on includes within includes
+_CONFIG_BYTES = 1 << 20  # a configuration past this is not read for its includes
+_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"(?:[^"\\\n]|\\.)*")?\s*\]')
+_KEY = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
+
+
+def _config_value(raw: str) -> str:
+    """A git configuration value as git reads it: quotes removed, their escapes taken, a
+    comment (``#`` or ``;`` outside quotes) and the blanks around it cut."""
+    out: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == "\\" and i + 1 < len(raw):
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(raw[i + 1], raw[i + 1]))
+            i += 2
+            continue
+        if c == '"':
+            quoted = not quoted
+        elif c in "#;" and not quoted:
+            break
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out).strip()
+
+
+def config_includes(path: str) -> list[str]:
+    """The files the git configuration at path includes (``include.path`` and every
+    ``includeIf.<condition>.path``, whatever the condition), resolved as git resolves them:
+    ``~/`` from ``$HOME``, a relative path from the file's own directory. Read without waiting
+    (a FIFO or a device there gives none: the caller checks the file itself) and up to 1 MiB."""
+    text = _read_config(path)
+    if text is None:
+        return []
+    out: list[str] = []
+    section = ""
+    for line in text.splitlines():
+        m = _SECTION.match(line)
+        rest = line
+        if m is not None:
+            section = m.group(1).lower()
+            rest = line[m.end() :]  # a key may follow its section's header on the same line
+        if section not in ("include", "includeif"):
+            continue
+        k = _KEY.match(rest)
+        if k is None or k.group(1).lower() != "path" or k.group(2) is None:
+            continue
+        value = _config_value(k.group(2))
+        if not value:
+            continue
+        if value.startswith("~/"):
+            home = os.environ.get("HOME", "")
+            if not home:
+                continue
+            value = os.path.join(home, value[2:])
+        elif value.startswith("%(prefix)/"):
+            continue  # git's install prefix: not the clone's
+        out.append(os.path.join(os.path.dirname(path), value))
+    return out
+
+
+def _read_config(path: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, _CONFIG_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = None) -> bool:
     """Whether each file git opens in git_dir (and the configuration of common_dir, the main
-    repository's git directory, when given) is a regular file or absent; links are followed."""
+    repository's git directory, when given), and each file their configurations include, is a
+    regular file or absent; links are followed. git opens them all at every call and waits on a
+    FIFO among them."""
     places = [os.path.join(git_dir, name) for name in _OPENED_BY_GIT]
+    configs = [os.path.join(git_dir, name) for name in _CONFIGS]
     if common_dir is not None:
         places.append(os.path.join(common_dir, "config"))
+        configs.append(os.path.join(common_dir, "config"))
     for place in places:
         try:
             mode = os.stat(place).st_mode
@@ -200,6 +283,24 @@ def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = 
             continue
         if not stat.S_ISREG(mode):
             return False
+    # The files the configurations include, and those they include in turn, as deep as git goes.
+    seen: set[tuple[int, int]] = set()
+    level = configs
+    for _ in range(_INCLUDE_DEPTH):
+        found = [p for c in level for p in config_includes(c)]
+        level = []
+        for place in found:
+            try:
+                st = os.stat(place)
+            except OSError:
+                continue  # git passes over an included file that is not there
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                level.append(place)
+        if not level:
+            break
     return True
 
 
