@@ -221,7 +221,8 @@ def config_includes(path: str) -> list[str]:
     ``includeIf.<condition>.path``, whatever the condition), resolved as git resolves them:
     ``~/`` from ``$HOME``, a relative path from the file's own directory. Read without waiting
     (a FIFO or a device there gives none: the caller checks the file itself) and up to 1 MiB."""
-    text = _read_config(path)
+    # git follows a link to an included file (or to the configuration itself)
+    text = _read_small(path, _CONFIG_BYTES, follow=True)
     if text is None:
         return []
     out: list[str] = []
@@ -249,21 +250,6 @@ def config_includes(path: str) -> list[str]:
             continue  # git's install prefix: not the clone's
         out.append(os.path.join(os.path.dirname(path), value))
     return out
-
-
-def _read_config(path: str) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, _CONFIG_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = None) -> bool:
@@ -304,16 +290,19 @@ def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = 
     return True
 
 
-def _read_small(path: str) -> str | None:
+def _read_small(path: str, limit: int = 8192, *, follow: bool = False) -> str | None:
+    """The first limit bytes of the regular file at path, as text; None when it is not one (a
+    FIFO is opened without waiting) or cannot be read. Unless follow, never through a link in
+    its name: a .git file or a git directory's gitdir/commondir."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        # A .git file or a git directory's gitdir/commondir: never through a link in its name.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError:
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, 8192).decode("utf-8", "replace")
+        return os.read(fd, limit).decode("utf-8", "replace")
     except OSError:
         return None
     finally:
