@@ -597,20 +597,24 @@ def _check_open(
             continue
         if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
             raise BadInput(f"{name} must be a non-empty path, got {value!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):  # fmt: skip
-        raise BadInput(f"workers must be a whole number of at least 1, got {workers!r}")
+    _check_count("workers", workers)
     if limits is not None and not isinstance(limits, Limits):
         raise BadInput(f"limits must be a Limits, got {type(limits).__name__}")
 
 
 def _check_recall(seq: object, start: object, count: object) -> None:
     """recall's numbers, checked as the tool's schema has them: whole numbers of at least 1."""
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        raise BadInput(f"seq must be a whole number of at least 1, got {seq!r}")
-    for name, v in (("start", start), ("count", count)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise BadInput(f"{name} must be a whole number of at least 1, got {v!r}")
+    _check_count("seq", seq, optional=False)
+    _check_count("start", start)
+    _check_count("count", count)
+
+
+def _check_count(name: str, value: object, *, optional: bool = True) -> None:
+    """value is a whole number of at least 1 (a bool is not one), or None when optional."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadInput(f"{name} must be a whole number of at least 1, got {value!r}")
 
 
 def _repo_header(matched: int, chunks: int, files: int, r: Refreshed) -> str:
