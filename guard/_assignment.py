@@ -154,23 +154,33 @@ def secret_name(name: str) -> str | None:
 # After the name: an optional closing quote or bracket of a key (d["password"], "password": ...),
 # an optional type (password: str = ..., var xToken string = ...), then the operator.
 _OPERATOR = re.compile(
-    r"""(?P<close>["'`]?)\]?"""
+    r"""(?P<close>\\["']|["'`]?)\]?"""
     r"""(?:[ \t]*:[ \t]*[A-Za-z_][\w.]*(?:\[[^\]\n]{0,40}\])?"""
     r"""(?:[ \t]*\|[ \t]*[A-Za-z_][\w.]*)*(?=[ \t]*=[^=])"""
     r"""|[ \t]+(?:string|String|str|\[\]byte)(?=[ \t]*=[^=]))?"""
     r"""(?P<sp>[ \t]*)(?P<op>:=|=>|\?=|=(?!=|~[ \t/])|:(?![:=])|,|\(|>"""
-    r"""|(?:[ \t]*,[ \t]*|[ \t]*\r?\n[ \t]*-?[ \t]*|[ \t]+)["']?value["']?[ \t]*[:=])"""
+    r"""|(?:[ \t]*,[ \t]*|[ \t]*\r?\n[ \t]*-?[ \t]*|[ \t]+)\\?["']?value\\?["']?[ \t]*[:=])"""
     r"""(?P<sp2>[ \t]*)"""
 )
 # A quoted value on one line (a string prefix allowed): backslash escapes are skipped.
 _QUOTED = re.compile(r"""[bBrRuUf@]{0,2}(?P<q>["'`])(?P<v>(?:\\.|(?!(?P=q))[^\\\n])*)(?P=q)""")
+# A quoted value inside a string, its quotes escaped: the source of a notebook's cell, a
+# package.json script, a command in a JSON log (DB_PASSWORD=\"x\", {\"token\": \"x\"}).
+_ESCAPED_QUOTED = re.compile(r"""\\(?P<q>["'])(?P<v>[^\\\n"']*)\\(?P=q)""")
+
+
+def _quoted_at(text: str, pos: int) -> re.Match[str] | None:
+    """The quoted value at pos, its quotes plain or escaped (groups q and v)."""
+    return _QUOTED.match(text, pos) or _ESCAPED_QUOTED.match(text, pos)
+
+
 # A bare value: up to whitespace, a quote or a separator of the syntax around it.
 _BARE = re.compile(r"""(?:[^\s"'`,;&)<>\]}|-]|->|-)+""")
 _XML_VALUE = re.compile(r"[^<\n]+")
-_NAME_KEY = re.compile(r"""(?:name|key)["']?[ \t]*[:=][ \t]*["']?$""")
+_NAME_KEY = re.compile(r"""(?:name|key)\\?["']?[ \t]*[:=][ \t]*\\?["']?$""")
 _TUPLE_TARGET = re.compile(r"(?:^|\n)[ \t]*[A-Za-z_][\w.]*[ \t]*,[ \t]*$")
 _CONTINUED = re.compile(r"[ \t]*(?:[+%*]|\.(?:format|join|encode|replace|strip)\b)")
-_FLAG_VALUE = re.compile(r"""[ \t]+["']?(?P<v>[^\s"'`;|&<>]+)""")
+_FLAG_VALUE = re.compile(r"""[ \t]+(?:\\?["'])?(?P<v>(?:[^\s"'`;|&<>\\]|\\(?!["']))+)""")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # An attribute chain of words (self.password, settings.DB_PASSWORD), a call or a subscript; a
 # dotted random string (a Discord token, O40.Qltg5p) is not one.
@@ -186,9 +196,9 @@ _DEFINED = re.compile(r"[ \t]+")
 # A variable set by a command taking its name and its value as two words: a Dockerfile's
 # ENV NAME value (its older form), csh's setenv NAME value, fish's set -x NAME value.
 _SET_COMMAND = re.compile(
-    r"(?:^|\n)[ \t]*(?:ENV|setenv|set(?:[ \t]+-[a-zA-Z]*x[a-zA-Z]*|[ \t]+--export)+)[ \t]+$"
+    r"(?:^|\n|\\n|\")[ \t]*(?:ENV|setenv|set(?:[ \t]+-[a-zA-Z]*x[a-zA-Z]*|[ \t]+--export)+)[ \t]+$"
 )
-_LINE_END = re.compile(r"[ \t]*(?:\r?\n|$)")
+_LINE_END = re.compile(r"[ \t]*(?:\r?\n|\\n|$)")  # a "\n" escape ends it in a JSON string
 # A YAML scalar's tag before its value: password: !!str x
 _YAML_SCALAR_TAG = re.compile(r"!!(?:str|binary)[ \t]+")
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
@@ -334,7 +344,7 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
         # ENV DB_PASSWORD x, setenv DB_PASSWORD x, set -gx DB_PASSWORD x: the value is the rest
         # of the line, one word (a value holding blanks is left, as elsewhere), or quoted.
         at_v = _DEFINED.match(text, end).end()  # type: ignore[union-attr]
-        q = _QUOTED.match(text, at_v)
+        q = _quoted_at(text, at_v)
         if q is not None and q.group("q") != "`":
             ok, vs, ve = _quoted_secret(q.group("v"), kind), q.start("v"), q.end("v")
             after = q.end()
@@ -342,7 +352,11 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
             b = _BARE.match(text, at_v)
             if b is None:
                 return None
-            ok, vs, ve, after = _bare_secret(b.group(), kind, True, ""), b.start(), b.end(), b.end()
+            value = b.group().split("\\n", 1)[0]  # ENV X v\nRUN ...: a Dockerfile in a JSON string
+            if not value:
+                return None
+            vs = b.start()
+            ok, ve, after = _bare_secret(value, kind, True, ""), vs + len(value), vs + len(value)
         if not ok or _LINE_END.match(text, after) is None:
             return None
         return vs, ve, kind, end
@@ -405,7 +419,7 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
         if not _quoted_secret(text[at_v:close_at], kind):
             return None
         return at_v, close_at, kind, end
-    q = _QUOTED.match(text, pos)
+    q = _quoted_at(text, pos)
     if q is not None:
         if op == "(" and text[q.end() : q.end() + 1] not in (")", ","):
             return None

@@ -242,7 +242,7 @@ static int may_judge(int kind, const void *data, Py_ssize_t n, Py_ssize_t at) {
     Py_UCS4 c = at_(kind, data, e);
     switch (c) {
         case ' ': case '\t': case '"': case '\'': case '`': case ']': case ':': case '=':
-        case '?': case ',': case '(': case '>':
+        case '?': case ',': case '(': case '>': case '\\':
             return 1;
         case '\r': case '\n': {
             /* only [ \t]*\r?\n[ \t]*-?[ \t]*["']?value can begin here */

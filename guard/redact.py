@@ -379,9 +379,10 @@ _Places = tuple[
 """Providers' places (start, rule); how many failed their tests; generic shapes' places; the
 assignment rule's (offsets); Kubernetes Secrets' (offsets); the scanned prefixes' (start, rule)."""
 
-_MAY_JUDGE = re.compile(r"""[A-Za-z0-9_-]*(?:[ \t"'`\]:=?,(>]|[\r\n][ \t\r\n"'-]*value)""")
+_MAY_JUDGE = re.compile(r"""[A-Za-z0-9_-]*(?:[ \t"'`\]:=?,(>\\]|[\r\n][ \t\r\n"'-]*value)""")
 """What can follow a name judgeable() keeps: a blank, or what begins guard._assignment's
-_OPERATOR (after a line break, only its ``value`` form)."""
+_OPERATOR (its closing quote escaped too, ``{\\"token\\": ...}``; after a line break, only
+its ``value`` form)."""
 
 
 def _tests(source: str, flags: int, literal: str, back: int) -> tuple[int, bytes, bytes, int]:

@@ -133,8 +133,9 @@ _B64_PEM_HEADS = _b64_heads(
 )
 
 
-_NETRC_SEP = r"(?:[ \t]|\r?\n|\\n)+"
-"""What separates a netrc file's words: blanks, newlines, and the "\\n" of a printf writing one."""
+_NETRC_SEP = r"(?:[ \t]|\r?\n|\\\\?n)+"
+"""What separates a netrc file's words: blanks, newlines, and the "\\n" of a printf writing one
+(escaped again, "\\\\n", where that command is itself a JSON string)."""
 
 
 def _netrc_value(s: str) -> bool:
@@ -557,8 +558,8 @@ RULES: tuple[Rule, ...] = (
         + _NETRC_SEP
         + r"(?:login|account|port)[ \t]+[^\s\\]+)+"
         + _NETRC_SEP
-        + r"password[ \t]+(?P<v>(?P<b>(?:[^\s\\]|\\(?!n))+?))"
-        r"(?=\\n|[\'\"]?[ \t]*(?:\r?\n|$)|[\'\"][ \t;|&>)]|"
+        + r"password[ \t]+(?P<v>(?P<b>(?:[^\s\\]|\\(?!\\?n))+?))"
+        r"(?=\\\\?n|[\'\"]?[ \t]*(?:\r?\n|$)|[\'\"][ \t;|&>)]|"
         + _NETRC_SEP
         + r"(?:machine|login|account|port|macdef|default)[ \t])",
         "machine",
@@ -568,7 +569,7 @@ RULES: tuple[Rule, ...] = (
         "password",
         # A registry login's password as a short flag: docker/podman/nerdctl/buildah/helm login -p.
         r"(?<![A-Za-z0-9_-])(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]+registry)[ \t]+login"
-        r"\b[^\n]*?[ \t]-p(?:[ \t]+|=)(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
+        r"\b[^\n]*?[ \t]-p(?:[ \t]+|=)(?P<q>\\?[\"']|)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
         ("docker", "podman", "nerdctl", "buildah", "skopeo", "helm"),
         check=_netrc_value,
     ),
@@ -576,7 +577,7 @@ RULES: tuple[Rule, ...] = (
         "password",
         # The mysql clients' password glued to -p (mysql -u root -pS3cret db).
         r"(?<![A-Za-z0-9_./-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mariadb)"
-        r"(?:\.exe)?[ \t][^\n]*?(?<![^ \t])-p(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"'|;&)]+))(?P=q)",
+        r"(?:\.exe)?[ \t][^\n]*?(?<![^ \t])-p(?P<q>\\?[\"']|)(?P<v>(?P<b>[^\s\"'|;&)]+))(?P=q)",
         ("mysql", "mariadb"),
         check=_netrc_value,
     ),
@@ -585,7 +586,7 @@ RULES: tuple[Rule, ...] = (
         # SQL's own syntax: CREATE/ALTER USER, ROLE or LOGIN ... [WITH] [ENCRYPTED] PASSWORD [=] 'x'
         # (PostgreSQL, SQL Server, Snowflake, Redshift).
         r"(?<![A-Za-z0-9_])(?:create|alter)[ \t]+(?:user|role|login)[ \t][^;\n]*?(?<![A-Za-z0-9_])"
-        r"(?:encrypted[ \t]+)?password[ \t]*=?[ \t]*(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
+        r"(?:encrypted[ \t]+)?password[ \t]*=?[ \t]*(?P<q>\\?['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
         ("create user", "alter user", "create role", "alter role", "create login", "alter login"),
         check=_netrc_value,
         flags=re.IGNORECASE,
@@ -595,7 +596,7 @@ RULES: tuple[Rule, ...] = (
         # IDENTIFIED BY [PASSWORD] 'x' (MySQL, MariaDB, Oracle: CREATE USER, ALTER USER, GRANT). Its
         # start is not found with it, so the value must look random too: prose's "identified by
         # 'name'" is left.
-        r"(?<![A-Za-z0-9_])identified[ \t]+by[ \t]+(?:password[ \t]+)?(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
+        r"(?<![A-Za-z0-9_])identified[ \t]+by[ \t]+(?:password[ \t]+)?(?P<q>\\?['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)",
         "identified by",
         check=lambda b: random_body(b) and _netrc_value(b),
         flags=re.IGNORECASE,
@@ -604,14 +605,14 @@ RULES: tuple[Rule, ...] = (
         "password",
         # sshpass -p PASSWORD, quoted or bare.
         r"(?<![A-Za-z0-9_-])sshpass[ \t]+(?:-[A-Za-oq-z][ \t]+(?:[^\s-][^\s]*[ \t]+)?)*-p[ \t]*"
-        r"(?P<q>[\"']?)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
+        r"(?P<q>\\?[\"']|)(?P<v>(?P<b>[^\s\"']+))(?P=q)",
         "sshpass",
         check=_netrc_value,
     ),
     _rule(
         "password",
         # PowerShell's plain text made a SecureString: ConvertTo-SecureString [-String] 'x' -AsPlainText.
-        r"(?<![A-Za-z0-9_-])ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?(?P<q>['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)"
+        r"(?<![A-Za-z0-9_-])ConvertTo-SecureString[ \t]+(?:-String[ \t]+)?(?P<q>\\?['\"])(?P<v>(?P<b>[^'\"\n]+))(?P=q)"
         r"(?=[^\n]*-AsPlainText)",
         "convertto-securestring",
         check=_netrc_value,

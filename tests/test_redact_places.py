@@ -34,7 +34,7 @@ def corpus() -> list[str]:
     texts = [s.text for s in samples(per_shape=3)]
     rng = random.Random(11)
     literals = [*R._LITERALS, *R._DIRECT_PREFIX]
-    alphabet = "ABCKIaikz09-_./:=@ \t\n\"'`]()>,?"
+    alphabet = "ABCKIaikz09-_./:=@ \t\n\"'`]()>,?\\"
     for t in list(texts):
         i = rng.randrange(len(t) + 1)
         texts.append(t[:i] + "".join(rng.choice(alphabet) for _ in range(30)) + t[i:])
