@@ -1,5 +1,6 @@
 """The live part of a repository search: the best chunks of the indexer's ranking read again from
-the working tree through the guard, redacted, and their best lines found (§5, §7).
+the working tree through the guard, redacted (each file whole, as the indexer redacts it), and
+their best lines found (§5, §7).
 
 A file the guard now refuses stops the search with the refusal and leaves the index; a file gone,
 or whose chunk is gone, is said as gone. Nothing here changes the index but that refusal.
@@ -11,10 +12,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from nodwyn_retrieval.actors._batches import read_file
-from nodwyn_retrieval.actors._work import chunk_lines
 from nodwyn_retrieval.actors.messages import SearchTree, TreeSearched
 from nodwyn_retrieval.guard import redact
 from nodwyn_retrieval.guard.beneath import Beneath
+from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.render import RepoResult, best_lines
 from nodwyn_retrieval.retrieval.words import weighted_query
 
@@ -36,7 +37,7 @@ async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> Tree
     matched = actor.tree.count_matching(words, msg.path)
     results: list[RepoResult] = []
     gone: list[str] = []
-    cache: dict[str, bytes | None] = {}
+    cache: dict[str, list[str] | None] = {}
     for h in hits:
         if len(results) >= msg.limit:
             break
@@ -50,9 +51,10 @@ async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> Tree
                 return TreeSearched(
                     (), actor.tree.n_docs, len(actor.tree.files), h.path, decision.reason
                 )
-            cache[h.path] = await read_file(tree, h.path)
-        data = cache[h.path]
-        chunk = None if data is None else chunk_lines(data, h.start, h.end)
+            data = await read_file(tree, h.path)
+            cache[h.path] = None if data is None else await asyncio.to_thread(_redacted, data)
+        lines = cache[h.path]
+        chunk = None if lines is None else lines[h.start - 1 : h.end]
         if not chunk:
             gone.append(h.path)
             continue
@@ -72,6 +74,14 @@ async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> Tree
         tuple(results), actor.tree.n_docs, len(actor.tree.files), gone=tuple(gone),
         matched=matched,
     )  # fmt: skip
+
+
+def _redacted(data: bytes) -> list[str]:
+    """The lines of a file's bytes, redacted as the indexer redacts the file: whole. A credential
+    over several lines (a private key, a YAML block, a Secret whose ``kind`` follows its data)
+    is seen whole, though a chunk holds only its end: redacting the chunk alone showed those
+    lines. Redaction keeps lines, so line n of the result is the file's line n."""
+    return split_lines(redact(data.decode("utf-8", "replace")).text)
 
 
 def _size(tree: Beneath, rel: str) -> int:
