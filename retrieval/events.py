@@ -756,7 +756,8 @@ class CardMaker:
         t.events += 1
         kind = kind_of(event)
         if kind == "person.message" and t.line is None:
-            t.line = redact(_first_line(_as_text(event.get("text")))).text
+            # Redacted before it is cut: a credential cut short is no longer its shape.
+            t.line = _first_line(redact(_as_text(event.get("text"))).text)
         elif kind == "llm.resp":
             raw = event.get("calls")  # as many as _calls_of gives, without making them
             t.calls += len(raw) if isinstance(raw, list) else 0

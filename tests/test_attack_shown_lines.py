@@ -6,6 +6,9 @@ inside a private key's block held the key's base64 lines and its END line with n
 before them, and showed them (the first of them as the result's head); a Kubernetes Secret as
 ``kubectl get -o yaml`` writes it (``data:`` before ``kind: Secret``) showed the values of a
 chunk the ``kind`` line was not in. A search now redacts the whole file, as the indexer does.
+
+And a turn's card, which holds the first line of its first message cut at 100 characters: the
+line was cut, then redacted, so a token the cut went through was shown up to the cut.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from pathlib import Path
 
 import pytest
 from nodwyn_retrieval.entry import Engine
+from nodwyn_retrieval.retrieval.events import CardMaker
+from nodwyn_retrieval.store.mem import mem_path
 
-from tests.support import make_repo
+from tests.support import Log, make_repo
+from tests.test_conversation import search
 
 RNG = random.Random(20261203)
 
@@ -72,3 +78,35 @@ async def test_a_secret_whose_kind_follows_its_data_in_another_chunk_shows_no_va
     assert "[REDACTED:kubernetes-secret]" in shown
     for value in values.values():
         assert value not in shown, value
+
+
+TOKEN = "ghp_" + "Rk7Yw2Qn5Tz8Lm3Vx6Hc9Jd4Pf1Bs0Ga5Ne8"
+
+
+@pytest.mark.parametrize("before", [60, 80, 92])
+def test_a_card_s_line_cut_inside_a_credential_shows_none_of_it(before: int) -> None:
+    # A card holds the first line of a turn's message, cut at 100 characters: it was cut first
+    # and redacted after, and a token cut short is no longer its shape (ghp_ and 36).
+    text = ("Please deploy the release " * 10)[:before] + f" {TOKEN} now\nand report back"
+    maker = CardMaker()
+    maker.add({"seq": 1, "turn": 1, "kind": "person.message", "text": text})
+    line = maker.cards()[0].line
+    assert line.startswith("Please deploy")
+    assert len(line) <= 100
+    for i in range(len(TOKEN) - 6):
+        assert TOKEN[i : i + 6] not in line, line
+
+
+@pytest.mark.asyncio
+async def test_a_card_s_credential_reaches_neither_the_mem_nor_a_search(tmp_path: Path) -> None:
+    log = Log(tmp_path / "task.jsonl")
+    log.add("person.message", text="Deploy the egret release with " * 2 + TOKEN + " please")
+    log.call("shell", "egret deployed", cmd="make deploy")
+    log.end_turn()
+    out = await search(log.path, "egret release deployed")
+    assert out.hits
+    shown = out.text + json.dumps(out.hits)
+    mem = mem_path(log.path).read_bytes()
+    for i in range(len(TOKEN) - 6):
+        assert TOKEN[i : i + 6] not in shown
+        assert TOKEN[i : i + 6].encode() not in mem, TOKEN[i : i + 6]
