@@ -472,7 +472,7 @@ _PRIVATE_KEYS: tuple[tuple[str, str], ...] = (
 
 def SHAPES() -> list[str]:
     """Every shape's name."""
-    return [*PROVIDERS, *(s for s, _, _ in STYLES), *(s for s, _ in _PRIVATE_KEYS), "gcp-service-account", "putty-key", "kubernetes-secret", *_MORE_SHAPES]  # fmt: skip
+    return [*PROVIDERS, *(s for s, _, _ in STYLES), *(s for s, _ in _PRIVATE_KEYS), "gcp-service-account", "putty-key", "kubernetes-secret", *_MORE_SHAPES, *_COMMAND_SHAPES]  # fmt: skip
 
 
 def _env_name(shape: str) -> str:
@@ -545,6 +545,7 @@ def samples(per_shape: int = 4, seed: int = 20261201) -> list[Sample]:
         )
         out.append(Sample("putty-key", lines[3], f"putty-key/{i}/deploy.ppk", ppk))
     out += _more(g, per_shape)
+    out += _commands(g, per_shape)
     return out
 
 
@@ -609,6 +610,39 @@ def _more(g: _Gen, per_shape: int) -> list[Sample]:
         pw = g.password()
         ps = f"$pw = ConvertTo-SecureString '{pw}' -AsPlainText -Force\n"
         out.append(Sample("securestring", pw, f"securestring/{i}/deploy.ps1", ps))
+    return out
+
+
+_COMMAND_SHAPES = ("openssl-pass", "keytool-storepass", "redis-cli-a", "oracle-logon", "htpasswd-b",
+                   "net-use")  # fmt: skip
+
+
+def _commands(g: _Gen, per_shape: int) -> list[Sample]:
+    """Passwords on a command line (guard/command_rules.py), drawn after the shapes before."""
+    out: list[Sample] = []
+    for i in range(per_shape):
+        pw = g.password().replace("@", "").replace("#", "")
+        flag = ("-passout", "-passin", "-pass", "-password")[i % 4]
+        line = f"openssl pkcs12 -export -in cert.pem -inkey key.pem -out app.p12 {flag} pass:{pw}\n"
+        out.append(Sample("openssl-pass", pw, f"openssl-pass/{i}/make-p12.sh", line))
+        pw = g.password().replace("@", "")
+        line = (f"keytool -importkeystore -srckeystore app.p12 -srcstoretype PKCS12 -destkeystore app.jks -deststorepass '{pw}'\n",
+                f"jarsigner -keystore release.jks -storepass {pw} app.apk release\n")[i % 2]  # fmt: skip
+        out.append(Sample("keytool-storepass", pw, f"keytool-storepass/{i}/sign.sh", line))
+        pw = g.password()
+        line = f"redis-cli -h cache.internal -p 6379 -a '{pw}' --no-auth-warning INFO\n"
+        out.append(Sample("redis-cli-a", pw, f"redis-cli-a/{i}/check.sh", line))
+        pw = g.s(B62, 14)
+        line = (f"spring.datasource.url=jdbc:oracle:thin:app/{pw}@db.internal:1521/ORCL\n",
+                f"sqlplus -s app/{pw}@ORCL @migrate.sql\n")[i % 2]  # fmt: skip
+        where = ("application.properties", "migrate.sh")[i % 2]
+        out.append(Sample("oracle-logon", pw, f"oracle-logon/{i}/{where}", line))
+        pw = g.s(B62, 14)
+        line = f"RUN htpasswd -cbB /etc/nginx/.htpasswd admin {pw}\n"
+        out.append(Sample("htpasswd-b", pw, f"htpasswd-b/{i}/Dockerfile", line))
+        pw = g.s(B62, 12)
+        line = f"net use Z: \\\\files.corp\\builds {pw} /user:CORP\\builder /persistent:no\r\n"
+        out.append(Sample("net-use", pw, f"net-use/{i}/map.cmd", line))
     return out
 
 

@@ -64,6 +64,7 @@ from nodwyn_retrieval.guard._prefix import (
     overlap_free,
     prefix_test,
 )
+from nodwyn_retrieval.guard.command_rules import COMMAND_RULES
 from nodwyn_retrieval.guard.kubernetes import with_secret_data
 from nodwyn_retrieval.guard.secret_rules import RULES, Rule, random_body
 from nodwyn_retrieval.guard.secret_values import (
@@ -211,7 +212,7 @@ _GENERIC: tuple[Rule, ...] = (
 
 # --- The scanner ----------------------------------------------------------------------------------
 
-_PROVIDERS: tuple[Rule, ...] = (*RULES, _AWS_SECRET)
+_PROVIDERS: tuple[Rule, ...] = (*RULES, _AWS_SECRET, *COMMAND_RULES)
 _ALL: tuple[Rule, ...] = (*_PROVIDERS, *_GENERIC)
 _N_PROVIDERS = len(_PROVIDERS)
 _ASSIGN = -1
