@@ -203,6 +203,18 @@ _LINE_END = re.compile(r"[ \t]*(?:\r?\n|\\n|$)")  # a "\n" escape ends it in a J
 _YAML_SCALAR_TAG = re.compile(r"!!(?:str|binary)[ \t]+")
 # A YAML tag, anchor or alias (!vault, &defaults, *defaults), a file reference (@secret.txt).
 _YAML_NODE = re.compile(r"[!&*]{1,2}[A-Za-z_][A-Za-z_.-]*|@[\w.-]*[./][\w./-]*|~")
+# After "name:", the rest of the line when the value is on the lines below: a block scalar's
+# indicator (|, >, with a chomping and an indentation indicator), a comment, or nothing.
+_YAML_BLOCK = re.compile(
+    r"(?P<ind>[|>](?:[-+]?[1-9]?|[1-9][-+])(?=[ \t\r\n#]))?[ \t]*(?:#[^\n]*)?\r?\n"
+)
+# A line of a YAML value below its name: its indentation, its text.
+_YAML_LINE = re.compile(r"([ \t]*)([^\n]*?)[ \t\r]*(?:\n|$)")
+# A plain scalar's line that is a node of its own: a mapping's key, a list's item, a flow
+# collection, a quoted string, an anchor or tag, a comment.
+_YAML_NODE_LINE = re.compile(r"""[-?[{"'!&*#%@`]|[^\n]*?:(?:[ \t]|$)""")
+_YAML_MAX_LINES = 40
+"""The most lines a credential's block scalar is read over (a wrapped key, a token)."""
 _GRAMMAR = re.compile(r"\d+\*|\*\(|\*[A-Z]+$")  # ABNF's repetition: 1*tchar, *( field )
 _CHAIN_HEAD = re.compile(r"[a-z_$][\w$]*[.:-]|[A-Z][a-z][\w$]*[.:-]")
 _CALL = re.compile(r"[A-Za-z_$][\w$.:>-]*[(\[]")
@@ -295,6 +307,44 @@ def _bare_secret(value: str, kind: str, tight: bool, after: str) -> bool:
         any(not c.isalnum() for c in value),
     )
     return sum(classes) >= 2 and _GRAMMAR.match(value) is None and "/" not in value
+
+
+def _yaml_block(text: str, start: int, pos: int, kind: str, plain: bool) -> tuple[int, int] | None:
+    """(value start, value end) of a YAML value under a credential's name: a block scalar
+    (``password: |`` then its lines) or a plain scalar on the next line, more indented than the
+    name's line. Its lines, joined, must be one literal: a line holding a blank (a passphrase,
+    a certificate, a document) is left, as a quoted value holding one is; the shapes inside are
+    each their own rule's. start: where the name begins; pos: the first line below it; plain:
+    no block indicator (the value must then be one line, and not a node of its own)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    head = text[line_start:start]
+    indent = len(head) - len(head.lstrip(" \t-"))  # "- password: |": the item's key's column
+    parts: list[str] = []
+    first = last = -1
+    while pos < len(text) and len(parts) < _YAML_MAX_LINES:
+        m = _YAML_LINE.match(text, pos)
+        if m is None or m.end() == pos:
+            break
+        lead, body = m.group(1), m.group(2)
+        if not body:  # a blank line inside the block
+            pos = m.end()
+            continue
+        if len(lead) <= indent:
+            break
+        if plain and (parts or _YAML_NODE_LINE.match(body) is not None):
+            return None  # a mapping or a list below the name, or a plain scalar over lines
+        if first < 0:
+            first = m.start(2)
+        parts.append(body)
+        last = m.start(2) + len(body)
+        pos = m.end()
+    if not parts or any(c.isspace() for p in parts for c in p):
+        return None
+    value = "".join(parts)
+    # A plain value is read as a bare one after a blank ("if token:" then "continue" is code);
+    # a block scalar's is a string, as if quoted.
+    ok = _bare_secret(value, kind, False, "") if plain else _quoted_secret(value, kind)
+    return (first, last) if ok else None
 
 
 def _after_name(text: str, at: int) -> tuple[int, re.Match[str] | None, bool]:
@@ -402,6 +452,10 @@ def _assignment(text: str, at: int, floor: int = 0) -> tuple[int, int, str, int]
         return None
     if op == "=" and m.group("sp") and _TUPLE_TARGET.search(text, max(0, start - 80), start):
         return None  # user, password = "wile", "coyote": which value is whose is not known
+    if op == ":" and not close and (block := _YAML_BLOCK.match(text, pos)) is not None:
+        # password: |, password: >-, or the value alone on the next line, more indented.
+        got = _yaml_block(text, start, block.end(), kind, block.group("ind") is None)
+        return None if got is None else (got[0], got[1], kind, end)
     if op == ":" and (tag := _YAML_SCALAR_TAG.match(text, pos)) is not None:
         # password: !!str x: the tag says the value is a string, a literal as if quoted.
         pos = tag.end()
