@@ -149,6 +149,17 @@ def _basic_value(s: str) -> bool:
     return bool(sep) and raw.isprintable() and len(password) >= 3 and not _is_placeholder(password)
 
 
+def _url_password(s: str) -> bool:
+    """A URL's password, not a placeholder. A "?" or "#" left unencoded in it is its own, as the
+    drivers' parsers take it (SQLAlchemy's, libpq's: the password runs to the last "@"), unless
+    what comes before it is a port: http://host:8080/?next=a@b and http://host:3000#/a@b are a
+    host, its port and a query or a fragment holding an "@"."""
+    if _is_placeholder(s):
+        return False
+    head = re.split(r"[?#]", s, maxsplit=1)[0]
+    return head == s or (head != "" and not head.isdigit())
+
+
 def _user_password(s: str) -> bool:
     return not _is_placeholder(s) and not s.isdigit() and len(s) >= 3
 
@@ -160,14 +171,14 @@ _GENERIC: tuple[Rule, ...] = (
         # FTP takes an email address as its password by convention: not a secret. An '@' left
         # unencoded in the user or the password is theirs: the host follows the last '@' of the
         # authority, as URL parsers take it (p@ss left "ss" in the index, and an email address
-        # as the user left the whole password).
+        # as the user left the whole password). A "?" or "#" in it is its own too (_url_password).
         (
             r"""(?<=[A-Za-z0-9])://(?!(?i:anonymous):)[^\s:/?#"'<>]*:"""
-            r"""(?P<v>(?P<b>[^\s/?#"'<>]+))@(?=[A-Za-z0-9\[])"""
+            r"""(?P<v>(?P<b>[^\s/"'<>]+))@(?=[A-Za-z0-9\[])"""
         ),
         ("://",),
         0,
-        _not_placeholder,
+        _url_password,
     ),
     Rule(
         "bearer-token",
