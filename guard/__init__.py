@@ -3,7 +3,8 @@
 Every file the index reads goes through a :class:`Guard` (the repository pin, the denylist, the
 person's register-check checkers and the turn's budget), and each read's :class:`Decision` is
 recorded as a ``guard.decision`` event. The text read is passed through :func:`redact` before it is
-cut into chunks, so no known credential shape reaches the index. See docs/guard.md.
+cut into chunks, so no known credential shape reaches the index. See docs/guard.md and
+docs/redaction.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ JSON, XML, C macros), and the AWS secret key after its name.
 :func:`secret_name` says whether a name is a credential's, and of which kind; :func:`assignment`
 judges the place where a secret word occurs: where the name around it begins and ends, the
 operator after it, and whether the value is a literal credential or code (an expression, a type,
-a reference, a placeholder). docs/guard.md lists what is taken and what is left, and why.
+a reference, a placeholder). docs/redaction.md lists what is taken and what is left, and why.
 """
 
 from __future__ import annotations

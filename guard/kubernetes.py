@@ -1,5 +1,5 @@
 """Kubernetes Secrets: every value under a Secret's ``data:`` or ``stringData:`` is a credential,
-whatever its key is called (docs/guard.md, the ``kubernetes-secret`` kind).
+whatever its key is called (docs/redaction.md, the ``kubernetes-secret`` kind).
 
 A Secret is the YAML document whose ``kind: Secret`` line a locator found, or the one item of a
 list of resources (``- kind: Secret``, as ``kubectl get -o yaml`` writes several) that holds it.

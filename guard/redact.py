@@ -4,7 +4,7 @@
 index is built from the text the model would read and no known credential shape reaches it. What
 is not a known shape (an unknown-shape secret) is not redacted: that is the ADR's stated limit.
 
-Three families of shapes (docs/guard.md lists them and what is left alone, and why):
+Three families of shapes (docs/redaction.md lists them and what is left alone, and why):
 
 - provider shapes (:mod:`guard.secret_rules`): a vendor's documented token format;
 - generic shapes: a password in a URL, ``Authorization: Basic/Bearer ...`` headers, ``curl -u``;
