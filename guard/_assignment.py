@@ -214,7 +214,7 @@ _YAML_LINE = re.compile(r"([ \t]*)([^\n]*?)[ \t\r]*(?:\n|$)")
 # collection, a quoted string, an anchor or tag, a comment.
 _YAML_NODE_LINE = re.compile(r"""[-?[{"'!&*#%@`]|[^\n]*?:(?:[ \t]|$)""")
 _YAML_MAX_LINES = 40
-"""The most lines a credential's block scalar is read over (a wrapped key, a token)."""
+"""The most lines, blank ones too, a credential's block scalar is read over (a wrapped token)."""
 _GRAMMAR = re.compile(r"\d+\*|\*\(|\*[A-Z]+$")  # ABNF's repetition: 1*tchar, *( field )
 _CHAIN_HEAD = re.compile(r"[a-z_$][\w$]*[.:-]|[A-Z][a-z][\w$]*[.:-]")
 _CALL = re.compile(r"[A-Za-z_$][\w$.:>-]*[(\[]")
@@ -321,7 +321,9 @@ def _yaml_block(text: str, start: int, pos: int, kind: str, plain: bool) -> tupl
     indent = len(head) - len(head.lstrip(" \t-"))  # "- password: |": the item's key's column
     parts: list[str] = []
     first = last = -1
-    while pos < len(text) and len(parts) < _YAML_MAX_LINES:
+    for _ in range(_YAML_MAX_LINES):  # blank lines count: a run of them is not read whole
+        if pos >= len(text):
+            break
         m = _YAML_LINE.match(text, pos)
         if m is None or m.end() == pos:
             break
