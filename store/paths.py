@@ -187,6 +187,7 @@ def _is_git_dir(d: str) -> bool:
 _OPENED_BY_GIT = ("HEAD", "config", "index", "commondir", "config.worktree")
 
 
+_SHARED_INDEX = "sharedindex."  # a split index's shared part (git update-index --split-index)
 _CONFIGS = ("config", "config.worktree")  # a git directory's own configuration files
 _INCLUDE_DEPTH = 10  # git's own limit on includes within includes
 _CONFIG_BYTES = 1 << 20  # a configuration past this is not read for its includes
@@ -254,14 +255,16 @@ def config_includes(path: str) -> list[str]:
 
 def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = None) -> bool:
     """Whether each file git opens in git_dir (and the configuration of common_dir, the main
-    repository's git directory, when given), and each file their configurations include, is a
-    regular file or absent; links are followed. git opens them all at every call and waits on a
-    FIFO among them."""
+    repository's git directory, when given), each shared part of a split index there, and each
+    file their configurations include, is a regular file or absent; links are followed. git
+    opens them all at every call (the shared index at every listing) and waits on a FIFO among
+    them."""
     places = [os.path.join(git_dir, name) for name in _OPENED_BY_GIT]
     configs = [os.path.join(git_dir, name) for name in _CONFIGS]
     if common_dir is not None:
         places.append(os.path.join(common_dir, "config"))
         configs.append(os.path.join(common_dir, "config"))
+    places.extend(_shared_indexes(git_dir))
     for place in places:
         try:
             mode = os.stat(place).st_mode
@@ -288,6 +291,17 @@ def git_files_regular(git_dir: str | os.PathLike[str], common_dir: str | None = 
         if not level:
             break
     return True
+
+
+def _shared_indexes(git_dir: str | os.PathLike[str]) -> list[str]:
+    """The split index's shared files in git_dir (``sharedindex.<hash>``): git opens the one its
+    index names at every call that reads the index (``ls-files``), and waits on a FIFO there.
+    Every such name is taken, not only the one the index names: the index is not parsed."""
+    try:
+        with os.scandir(git_dir) as entries:
+            return [e.path for e in entries if e.name.startswith(_SHARED_INDEX)]
+    except OSError:
+        return []
 
 
 def _read_small(path: str, limit: int = 8192, *, follow: bool = False) -> str | None:
