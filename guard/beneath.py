@@ -303,32 +303,43 @@ class Beneath:
                 os.close(parent)
 
     def _dir_fd(self, rel_dir: str) -> tuple[int, bool]:
-        """The descriptor of rel_dir ("" is the root), and whether the caller must close it."""
-        if not rel_dir:
-            return self._root_fd, False
+        """The descriptor of rel_dir ("" is the root), and whether the caller must close it.
+
+        Each directory is opened from its parent's descriptor, from the nearest one held down:
+        a loop, not a call a level (a clone's tree 1,400 directories deep passed Python's
+        recursion limit, and its files were never read)."""
+        chain: list[str] = []  # the directories to open, the deepest first
+        d = rel_dir
         with self._lock:
-            fd = self._dirs.get(rel_dir)
-        if fd is not None:
-            return fd, False
-        head, _, name = rel_dir.rpartition("/")
-        parent, owned = self._dir_fd(head)
-        try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-        except OSError as e:
-            # O_DIRECTORY | O_NOFOLLOW answers ENOTDIR for a link: say which it was.
-            if e.errno == errno.ENOTDIR and _is_link(name, parent):
-                e = OSError(errno.ELOOP, e.strerror)
-            raise _refuse(OSError(e.errno, e.strerror, rel_dir), rel_dir) from None
-        finally:
+            held = self._dirs.get(d) if d else None
+            while d and held is None:
+                chain.append(d)
+                d = d.rpartition("/")[0]
+                held = self._dirs.get(d) if d else None
+            parent = held if held is not None else self._root_fd
+        owned = False
+        for d in reversed(chain):
+            name = d.rpartition("/")[2]
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            except OSError as e:
+                err = e
+                # O_DIRECTORY | O_NOFOLLOW answers ENOTDIR for a link: say which it was.
+                if e.errno == errno.ENOTDIR and _is_link(name, parent):
+                    err = OSError(errno.ELOOP, e.strerror)
+                if owned:
+                    os.close(parent)
+                raise _refuse(OSError(err.errno, err.strerror, d), d) from None
             if owned:
                 os.close(parent)
-        with self._lock:
-            if len(self._dirs) < DIR_CACHE:
-                kept = self._dirs.setdefault(rel_dir, fd)
-                if kept != fd:  # another thread opened it first
-                    os.close(fd)
-                return kept, False
-        return fd, True
+            parent, owned = fd, True
+            with self._lock:
+                if len(self._dirs) < DIR_CACHE:
+                    kept = self._dirs.setdefault(d, fd)
+                    if kept != fd:  # another thread opened it first
+                        os.close(fd)
+                    parent, owned = kept, False
+        return parent, owned
 
     def open_dir(self, path: str) -> int:
         """A descriptor of the directory at path ("" is the root itself), reached without a
