@@ -13,9 +13,11 @@ cache, so asking git where a repository is never starts a program the repository
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
+import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ __all__ = [
     "git_env",
     "git_files_regular",
     "git_output",
+    "git_program",
     "git_repo",
     "git_toplevel",
     "project_dirs",
@@ -108,17 +111,33 @@ def git_env() -> dict[str, str]:
     return env
 
 
+def git_program(env: dict[str, str] | None = None) -> str:
+    """The git that is run: the first ``git`` in ``PATH``'s absolute directories.
+
+    git is started in the working tree, and a relative directory of ``PATH`` (an empty entry,
+    ``.``, ``bin``, ``node_modules/.bin``) names a directory of the tree there: its ``git``,
+    which a clone can hold, would be the one run. Raises ``FileNotFoundError`` where no absolute
+    directory of ``PATH`` holds git (the callers' "git is missing")."""
+    dirs = os.get_exec_path(env)
+    found = shutil.which("git", path=os.pathsep.join(d for d in dirs if os.path.isabs(d)))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "no git in PATH's absolute directories", "git")
+    return found
+
+
 def run_git(
     cwd: Path, args: list[str], *, timeout: float = _GIT_TIMEOUT
 ) -> subprocess.CompletedProcess[bytes]:
-    """The one way git is started: fixed options first, the hardened environment, no input.
+    """The one way git is started: :func:`git_program`, fixed options first, the hardened
+    environment, no input.
 
     Raises what :func:`subprocess.run` raises (``FileNotFoundError`` when git is missing,
     ``TimeoutExpired``)."""
+    env = git_env()
     return subprocess.run(
-        ["git", *GIT_CONFIG, *args],
+        [git_program(env), *GIT_CONFIG, *args],
         cwd=cwd,
-        env=git_env(),
+        env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         timeout=timeout,
