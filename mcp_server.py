@@ -119,10 +119,22 @@ class _Ended(Exception):
         self.code = code
 
 
+def _engine_command(settings: dict[str, Any]) -> list[str]:
+    """The command of an engine's process started anew: this interpreter, importing from where
+    this process imports. ``-c`` alone puts the current directory first on ``sys.path``, and a
+    client starts the server in the workspace, a clone: a ``json.py`` (or any module the engine
+    imports) at its top was imported, and run, by every engine started again after one ended.
+    ``-P`` adds no such directory; ``sys.path`` is set to this process's before any import, the
+    current directory standing for an empty entry, as the pool's workers have it (bus/pool.py)."""
+    path = [os.getcwd() if p == "" else p for p in sys.path]
+    program = f"import sys; sys.path[:] = {path!r}; {_ENGINE_MAIN}"
+    return [sys.executable, "-P", "-c", program, json.dumps(settings)]
+
+
 def _spawn(settings: dict[str, Any]) -> subprocess.Popen[bytes]:
     """The engine's process, started with pipes for its calls and answers."""
     return subprocess.Popen(
-        [sys.executable, "-c", _ENGINE_MAIN, json.dumps(settings)],
+        _engine_command(settings),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
     )  # fmt: skip
 
