@@ -133,11 +133,12 @@ def test_a_walk_cut_at_the_deadline_goes_on_in_order_and_lists_each_name_once(
     monkeypatch.setattr(Listing, "CHECK_EVERY", 2)
     clock = Ticks(monkeypatch)
     listing = Listing(root, [])
-    # A step looks at the clock as it begins and before git (no repository here), then after
-    # every second name: the first step walks 2 names, the next two 4 each, the last the 3 left
-    # and ends: 13 names in four steps.
+    # A step looks at the clock as it begins and before git (no repository here), then as each
+    # directory begins and after every second name: the first step stops as the walk begins,
+    # the next ones walk 1, 4, 1, 3 and 4 names, and the last finds the walk done: 13 names in
+    # seven steps.
     answers = run_out(listing, clock, looks=2)
-    assert answers == [False, False, False, True]
+    assert answers == [False] * 6 + [True]
     assert listing.names == whole
     assert listing.in_git is False
     # With time enough, the walk is one step.
