@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         BadInput,
         DeadlineExceeded,
         Disabled,
+        EngineClosed,
         FormatError,
         GuardRefused,
         NotFound,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         StoreError,
         WorkerCrashed,
         WorkerError,
+        WrongLoop,
     )
     from nodwyn_retrieval.tools import tool_definitions, working_rule
 
@@ -51,6 +53,7 @@ _WHERE = {
     "BadInput": ".errors",
     "DeadlineExceeded": ".errors",
     "Disabled": ".errors",
+    "EngineClosed": ".errors",
     "FormatError": ".errors",
     "GuardRefused": ".errors",
     "NotFound": ".errors",
@@ -58,6 +61,7 @@ _WHERE = {
     "StoreError": ".errors",
     "WorkerCrashed": ".errors",
     "WorkerError": ".errors",
+    "WrongLoop": ".errors",
 }
 
 __all__ = [
@@ -66,6 +70,7 @@ __all__ = [
     "DeadlineExceeded",
     "Disabled",
     "Engine",
+    "EngineClosed",
     "FormatError",
     "GuardRefused",
     "NotFound",
@@ -77,6 +82,7 @@ __all__ = [
     "UpdateOutput",
     "WorkerCrashed",
     "WorkerError",
+    "WrongLoop",
     "__version__",
     "tool_definitions",
     "working_rule",

@@ -49,7 +49,15 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.actors.refresher import Limits, RefresherActor
 from nodwyn_retrieval.bus import ActorRef, ActorSystem, ProcessPool
-from nodwyn_retrieval.errors import BadInput, Disabled, GuardRefused, NotFound, RetrievalError
+from nodwyn_retrieval.errors import (
+    BadInput,
+    Disabled,
+    EngineClosed,
+    GuardRefused,
+    NotFound,
+    RetrievalError,
+    WrongLoop,
+)
 from nodwyn_retrieval.guard import Decision, Guard, Recorder, default_guard
 from nodwyn_retrieval.retrieval.render import RepoResult, plural, render_repo
 from nodwyn_retrieval.store.chunkstore import ChunkStore
@@ -140,6 +148,9 @@ class Engine:
         self._gc = gc
         self._embedder = embedder
         self._closed = False
+        self._closing: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        """The event loop the engine was opened in: its actors are tasks of it, and it is theirs."""
         self._open_args: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -264,21 +275,63 @@ class Engine:
         return engine
 
     async def close(self) -> None:
-        """Stop the actors and the worker processes; idempotent."""
-        if self._closed:
+        """Stop the actors and the worker processes; idempotent.
+
+        A close cut short (cancelled, or by a timeout) goes on to its end all the same, and the
+        next close waits for it. Called after the event loop the engine was opened in has ended
+        (its actors ended with it), it lets the worker processes go without that loop."""
+        if asyncio.get_running_loop() is not self._loop:
+            if not self._loop.is_closed():
+                raise self._elsewhere()
+            self._closed = True
+            self._pool.abandon()
+            self._close_files()
             return
         self._closed = True
-        await self._system.stop()
-        await self._pool.close()
+        if self._closing is None:
+            self._closing = self._loop.create_task(self._shut_down(), name="engine close")
+        await asyncio.shield(self._closing)
+
+    async def _shut_down(self) -> None:
+        try:
+            await self._system.stop()
+        finally:
+            try:
+                await self._pool.close()
+            finally:
+                self._close_files()
+
+    def _close_files(self) -> None:
         if self.log is not None:
             self.log.close()
         if self._records is not None:
             self._records.close()
 
+    def _usable(self) -> None:
+        """Refuse a call the engine could never answer: one after its close, or from an event
+        loop other than the one it was opened in (whose tasks its actors are)."""
+        if self._closed:
+            raise EngineClosed("this engine is closed: open another with Engine.open")
+        if asyncio.get_running_loop() is not self._loop:
+            raise self._elsewhere()
+
+    def _elsewhere(self) -> RetrievalError:
+        """The error of a call from another event loop than the engine's."""
+        if self._loop.is_closed():
+            return EngineClosed(
+                "the event loop this engine was opened in has ended, and its actors with it: "
+                "open another with Engine.open in the loop that uses it"
+            )
+        return WrongLoop(
+            "this engine was opened in another event loop, which has not ended: call it in "
+            "that loop (from another thread, through asyncio.run_coroutine_threadsafe)"
+        )
+
     async def warm(self) -> None:
         """Load the repository's index and bring it up to date as a search's refresh does (within
         its bound), so that the first search finds it loaded: for a caller that opens the engine
         before its first search is asked (the MCP server, while its client connects)."""
+        self._usable()
         await self._refresh(SEARCH_SECONDS)
 
     async def __aenter__(self) -> Engine:
@@ -321,6 +374,7 @@ class Engine:
         self, query: str, scope: str, limit: int = DEFAULT_LIMIT, path: str | None = None
     ) -> SearchOutput:
         """index-search (§1): rank what matches plain words or names in one scope."""
+        self._usable()
         query = check_query(query)
         scope = check_scope(scope)
         limit = check_limit(limit)
@@ -398,6 +452,7 @@ class Engine:
 
         ``progress``, when given, is filled in as the call goes (files and bytes to read and
         read so far), for a display that reads it from another task."""
+        self._usable()
         rel = self._check_path(path)
         directory = rel if rel and (self.root / rel).is_dir() else None
         self._mark()
@@ -438,6 +493,7 @@ class Engine:
         self, seq: int, start: int | None = None, count: int | None = None, task: str | None = None
     ) -> ToolOutput:
         """recall (§1, §8): one event of the log by its seq, whole or as lines."""
+        self._usable()
         _check_recall(seq, start, count)
         if task is not None:
             log_path(self.dirs.tasks, task)  # a malformed id is bad input, whatever the switch
@@ -454,6 +510,7 @@ class Engine:
 
     async def memory_search(self, query: str, limit: int = DEFAULT_LIMIT) -> SearchOutput:
         """A person's search of all the project's tasks, whatever the switch (ADR 51 amendment)."""
+        self._usable()
         query = check_query(query)
         limit = check_limit(limit)
         return await self._earlier.ask_as(
@@ -464,6 +521,7 @@ class Engine:
         self, task: str, seq: int, start: int | None = None, count: int | None = None
     ) -> ToolOutput:
         """A person's recall of any of the project's tasks, whatever the switch."""
+        self._usable()
         _check_recall(seq, start, count)
         return await self._earlier.ask_as(
             EarlierRecall(task, seq, start, count, True, person=True), ToolOutput
@@ -473,6 +531,7 @@ class Engine:
 
     async def index_status(self) -> dict[str, Any]:
         """The project's index: its trees, their files and size, and the switches."""
+        self._usable()
         trees = []
         for mp in list_manifests(self.dirs.trees):
             with contextlib.suppress(RetrievalError, OSError):
@@ -501,6 +560,7 @@ class Engine:
 
     async def index_forget(self) -> dict[str, Any]:
         """Delete the project's index (never the task logs); the session goes on with a new one."""
+        self._usable()
         size = await asyncio.to_thread(_du, self.dirs.index)
         await self.close()
         await asyncio.to_thread(shutil.rmtree, self.dirs.index, True)
@@ -546,7 +606,9 @@ class Engine:
             self._records.mark()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
-        """Run one tool call; bad arguments and refusals come back as an error result."""
+        """Run one tool call; bad arguments and refusals come back as an error result. A call
+        the engine cannot answer at all (closed, another event loop's) raises, as the methods do."""
+        self._usable()
         try:
             if not isinstance(arguments, dict):
                 raise BadInput(f"arguments must be an object, got {type(arguments).__name__}")

@@ -16,6 +16,7 @@ __all__ = [
     "BadInput",
     "DeadlineExceeded",
     "Disabled",
+    "EngineClosed",
     "FormatError",
     "GuardRefused",
     "NotFound",
@@ -23,6 +24,7 @@ __all__ = [
     "StoreError",
     "WorkerCrashed",
     "WorkerError",
+    "WrongLoop",
 ]
 
 
@@ -66,6 +68,15 @@ class FormatError(StoreError):
 
 class ActorDead(RetrievalError, RuntimeError):
     """A message was sent to an actor that has stopped, or was still queued when it stopped."""
+
+
+class EngineClosed(ActorDead):
+    """An Engine was called after its close, or after the event loop it was opened in ended."""
+
+
+class WrongLoop(RetrievalError, RuntimeError):
+    """An Engine was called from an event loop other than the one it was opened in, which still
+    runs (in another thread, or suspended): the call would never be answered."""
 
 
 class DeadlineExceeded(RetrievalError, TimeoutError):

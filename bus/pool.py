@@ -29,6 +29,7 @@ name); a function of the running script itself is refused before anything starts
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import sys
@@ -328,6 +329,21 @@ class ProcessPool:
         self._workers.clear()
         self._idle.clear()
         await asyncio.gather(*(w.stop() for w in workers))
+
+    def abandon(self) -> None:
+        """Let the workers go when the event loop that started them has ended and :meth:`close`
+        can no longer be awaited: no more work is started, and each worker's input is closed, so
+        it leaves as it does at :meth:`close` (at once when idle, else once its work is done)."""
+        self._closed = True
+        workers = list(self._workers)
+        self._workers.clear()
+        self._idle.clear()
+        for w in workers:
+            stdin = w.proc.stdin
+            pipe = stdin.transport.get_extra_info("pipe") if stdin is not None else None
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
     async def __aenter__(self) -> Self:
         return self
