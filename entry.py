@@ -24,7 +24,6 @@ import contextlib
 import logging
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,6 +48,7 @@ from nodwyn_retrieval.actors.messages import (
 )
 from nodwyn_retrieval.actors.refresher import Limits, RefresherActor
 from nodwyn_retrieval.bus import ActorRef, ActorSystem, ProcessPool
+from nodwyn_retrieval.engine_records import Records, log_sink
 from nodwyn_retrieval.errors import (
     BadInput,
     Disabled,
@@ -62,7 +62,7 @@ from nodwyn_retrieval.guard import Decision, Guard, Recorder, default_guard
 from nodwyn_retrieval.retrieval.render import RepoResult, plural, render_repo
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 from nodwyn_retrieval.store.config import Config, earlier_tasks, load_config
-from nodwyn_retrieval.store.log import LogWriter, list_tasks, log_path, records_path, tail_of
+from nodwyn_retrieval.store.log import LogWriter, list_tasks, log_path, records_path
 from nodwyn_retrieval.store.manifest import list_manifests, load_manifest, manifest_path
 from nodwyn_retrieval.store.paths import (
     ProjectDirs,
@@ -116,7 +116,7 @@ class Engine:
         guard: Guard,
         log: LogWriter | None,
         log_path: Path | None,
-        records: _Records | None,
+        records: Records | None,
         system: ActorSystem,
         pool: ProcessPool,
         refresher: ActorRef,
@@ -204,14 +204,14 @@ class Engine:
             _prepare, Path(root), data_dir, config_dir
         )
         writer: LogWriter | None = None
-        records: _Records | None = None
+        records: Records | None = None
         sink: Callable[[dict[str, Any]], None] | None = record
         if log_path is not None and owns_log:
             writer = await asyncio.to_thread(LogWriter, log_path)
             if sink is None:
-                sink = _log_sink(writer)
+                sink = log_sink(writer)
         elif log_path is not None and sink is None:
-            records = _Records(records_path(log_path), log_path)
+            records = Records(records_path(log_path), log_path)
             sink = records
         recorder: Recorder | None = None
         if sink is not None:
@@ -763,21 +763,6 @@ def _prepare(
     return top, ddir, cdir, key, project_dirs(ddir, key), load_config(cdir)
 
 
-def _log_sink(writer: LogWriter) -> Callable[[dict[str, Any]], None]:
-    """Events appended to a session log, in the turn the log is in."""
-
-    def sink(event: dict[str, Any]) -> None:
-        body = dict(event)
-        kind = body.pop("kind")
-        body.pop("seq", None)
-        body.pop("ts", None)
-        turn = body.pop("turn", None) or writer.turn
-        agent = body.pop("agent", "main")
-        writer.append(kind, turn=turn, agent=agent, **body)
-
-    return sink
-
-
 def _either(names: Sequence[str]) -> str:
     """'repo', 'repo or conversation', 'repo, conversation or earlier'."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
@@ -794,49 +779,3 @@ def _no_events_yet(query: str) -> SearchOutput:
     text = "ranked 0 of the 0 events in this conversation (0 turns)\nno event matches those words"
     header = {"events": 0, "ranked": 0, "turns": 0, "text": text.split("\n", 1)[0]}
     return SearchOutput("conversation", query, text, header, [])
-
-
-class _Records:
-    """The engine's own records beside a session log it only reads (docs/log-format.md).
-
-    ``<task-id>.records.ndjson``, in the log's own format and numbering of its own, written by
-    this engine alone; created at the first record. Each record carries ``log_seq``, the seq of
-    the session log's last event when the call that made it began (0 before any), and that
-    event's turn. A record that cannot be written is said once as a warning and the work goes on:
-    a record is never worth a failed search."""
-
-    def __init__(self, path: Path, log_path: Path) -> None:
-        self.path = path
-        self.log_path = log_path
-        self._lock = threading.Lock()
-        self._writer: LogWriter | None = None
-        self._failed = False
-        self._seq = 0
-        self._turn = 1
-
-    def mark(self) -> None:
-        seq, turn = tail_of(self.log_path)
-        self._seq, self._turn = seq, max(turn, 1)
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        body = dict(event)
-        kind = body.pop("kind")
-        for k in ("seq", "ts", "log_seq"):
-            body.pop(k, None)
-        turn = body.pop("turn", None) or self._turn
-        agent = body.pop("agent", "main")
-        with self._lock:
-            if self._failed:
-                return
-            try:
-                if self._writer is None:
-                    self._writer = LogWriter(self.path)
-                self._writer.append(kind, turn=turn, agent=agent, log_seq=self._seq, **body)
-            except RetrievalError as exc:
-                self._failed = True
-                _logger.warning("the engine's records are not kept: %s", exc)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._writer is not None:
-                self._writer.close()
