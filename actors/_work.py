@@ -28,6 +28,7 @@ from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
 from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.tree import Pairs, TreeSegment, pairs_of
+from nodwyn_retrieval.store.atomic import clear_in_way, read_stored
 from nodwyn_retrieval.store.chunkstore import ChunkStore
 from nodwyn_retrieval.store.codec import decode
 
@@ -419,10 +420,14 @@ def load_snapshot(path: Path) -> TreeSegment | None:
 def read_snapshot(path: Path) -> tuple[TreeSegment | None, bool]:
     """The tree segment stored at path, and whether a damaged one was dropped."""
     try:
-        data = path.read_bytes()
+        data = read_stored(path, "snapshot")
     except FileNotFoundError:
         return None, False
-    except OSError as e:
+    except FormatError as e:  # a directory, a FIFO, a size no write made: in the way
+        log.info("snapshot %s dropped: %s", path, e)
+        clear_in_way(path)
+        return None, True
+    except (OSError, StoreError) as e:
         log.warning("cannot read %s: %s", path, e)
         return None, False
     try:

@@ -52,7 +52,7 @@ from nodwyn_retrieval.bus import Actor, ActorRef
 from nodwyn_retrieval.errors import FormatError, StoreError
 from nodwyn_retrieval.guard import Decision, Guard, precheck_all
 from nodwyn_retrieval.retrieval.kinds import read_order
-from nodwyn_retrieval.store.atomic import file_lock
+from nodwyn_retrieval.store.atomic import clear_in_way, file_lock
 from nodwyn_retrieval.store.manifest import Entry, Manifest, load_manifest, save_manifest
 from nodwyn_retrieval.store.paths import git_repo
 
@@ -173,6 +173,7 @@ class RefresherActor(Actor):
         except FormatError as e:
             log.info("manifest %s rebuilt: %s", self.manifest_path, e)
             self.rebuilt += 1
+            clear_in_way(self.manifest_path)  # a directory there would refuse every save
             return None
 
     def _merge_save(

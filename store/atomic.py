@@ -11,18 +11,27 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nodwyn_retrieval.errors import StoreError
+from nodwyn_retrieval.errors import FormatError, StoreError
 
 if TYPE_CHECKING:
     import filelock
 
-__all__ = ["TEMP_SUFFIX", "file_lock", "store_error", "write_atomic"]
+__all__ = [
+    "TEMP_SUFFIX",
+    "clear_in_way",
+    "file_lock",
+    "open_stored",
+    "read_stored",
+    "store_error",
+    "write_atomic",
+]
 
 TEMP_SUFFIX = ".tmp"
 """Temporary files are ``.<name>.<random>.tmp`` beside their target; a collection may delete
@@ -48,6 +57,69 @@ def store_error(action: str, path: Path | str, exc: OSError) -> StoreError:
     if reason is None:
         reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
     return StoreError(f"{reason} {action} {path}")
+
+
+def open_stored(path: Path | str, what: str) -> int:
+    """A stored file opened for reading (a descriptor), without waiting on what is no file.
+
+    Only this package writes the data directory, and always a regular file, renamed into place;
+    anything else found where one belongs is damage: a directory, a link loop, or a FIFO or a
+    device, whose ``open`` or first read would wait for ever. Each is a :class:`FormatError`
+    naming ``what`` ("manifest"), so its reader rebuilds it. FileNotFoundError when there is
+    none; StoreError when it cannot be opened (a permission)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR):
+            raise FormatError(f"{what} {path} is not a file ({exc.strerror}): rebuild") from None
+        raise store_error("reading", path, exc) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise store_error("reading", path, exc) from exc
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise FormatError(f"{what} {path} is {kind}: rebuild")
+    return fd
+
+
+def read_stored(path: Path | str, what: str) -> bytes:
+    """A stored file's bytes, read whole (:func:`open_stored`'s refusals apply). One that claims
+    more bytes than this process can hold (a size no write of this package made) is a
+    :class:`FormatError` too, not a ``MemoryError`` out of the read."""
+    fd = open_stored(path, what)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except MemoryError:
+        raise FormatError(f"{what} {path} is too large to read: rebuild") from None
+    except OSError as exc:
+        raise store_error("reading", path, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def clear_in_way(path: Path | str) -> None:
+    """Remove what is at a stored file's path when it is no regular file (the damage
+    :func:`open_stored` refuses: a directory, a FIFO, a link), so that the file can be written
+    there again; a regular file, or nothing, is left as it is. Only this package writes the data
+    directory, so nothing found there is anyone's to keep. Fails quietly: the write that follows
+    says what is still in the way."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def write_atomic(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:

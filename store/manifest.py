@@ -39,7 +39,7 @@ from pathlib import Path
 import filelock
 import numpy as np
 from nodwyn_retrieval.errors import FormatError
-from nodwyn_retrieval.store.atomic import file_lock, store_error, write_atomic
+from nodwyn_retrieval.store.atomic import file_lock, read_stored, store_error, write_atomic
 from nodwyn_retrieval.store.codec import decode, encode
 
 __all__ = [
@@ -173,13 +173,10 @@ def save_manifest(path: Path, manifest: Manifest) -> None:
 
 def load_manifest(path: Path) -> Manifest | None:
     """The manifest at ``path``; None when there is none; FormatError when it is off."""
-    path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_stored(path, "manifest")
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise store_error("reading", path, exc) from exc
     return _from_payload(decode(MAGIC, VERSION, data))
 
 

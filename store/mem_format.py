@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.errors import FormatError, RetrievalError
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY, Segment
 from nodwyn_retrieval.retrieval.events import (
     EVENTS_VERSION,
     Card,
 )
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION
+from nodwyn_retrieval.store.atomic import open_stored
 from nodwyn_retrieval.store.codec import HEADER, decode
 from nodwyn_retrieval.store.mem_fold import (
     I64,
@@ -217,10 +218,10 @@ class MemIndex:
         """Read or map the ``.mem`` at path. FileNotFoundError when there is none; FormatError
         when it is empty, unreadable or not one."""
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_stored(path, ".mem")
         except FileNotFoundError:
             raise
-        except OSError as exc:
+        except RetrievalError as exc:  # not a file (a FIFO would block the open), unreadable
             raise _bad(f"cannot be read ({exc})") from None
         try:
             size = os.fstat(fd).st_size

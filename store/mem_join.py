@@ -50,11 +50,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from nodwyn_retrieval.errors import FormatError
+from nodwyn_retrieval.errors import FormatError, RetrievalError
 from nodwyn_retrieval.retrieval.bm25 import MAX_QUANTITY
 from nodwyn_retrieval.retrieval.events import EVENTS_VERSION
 from nodwyn_retrieval.retrieval.words import WORDS_VERSION
-from nodwyn_retrieval.store.atomic import file_lock
+from nodwyn_retrieval.store.atomic import file_lock, open_stored
 from nodwyn_retrieval.store.codec import HEADER
 from nodwyn_retrieval.store.mem_fold import I64, U32, U64, Fold, word_key
 from nodwyn_retrieval.store.mem_format import (
@@ -378,10 +378,10 @@ class Join:
         not read."""
         path = join_path(tasks_dir)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_stored(path, "join")
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except RetrievalError as exc:  # not a file (a FIFO would block the open), unreadable
             raise _bad(f"cannot be read ({exc})") from None
         try:
             size = os.fstat(fd).st_size

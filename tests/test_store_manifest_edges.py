@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodwyn_retrieval.errors import FormatError, StoreError
+from nodwyn_retrieval.errors import FormatError
 from nodwyn_retrieval.store.codec import decode, encode
 from nodwyn_retrieval.store.manifest import (
     MAGIC,
@@ -184,10 +184,15 @@ def test_a_manifest_that_is_not_a_map_is_refused(tmp_path: Path) -> None:
         load_manifest(path)
 
 
-def test_a_manifest_that_is_a_directory_is_a_store_error(tmp_path: Path) -> None:
+def test_a_manifest_that_is_a_directory_or_a_fifo_is_damage_to_rebuild(tmp_path: Path) -> None:
+    """Only the library writes a manifest, and always a file: anything else there is damage
+    (a FIFO's open would wait for ever), never an error that fails every search."""
     (tmp_path / "m").mkdir()
-    with pytest.raises(StoreError, match=r" reading .*m$"):
+    with pytest.raises(FormatError, match=r"manifest .*m is a directory: rebuild"):
         load_manifest(tmp_path / "m")
+    os.mkfifo(tmp_path / "f")
+    with pytest.raises(FormatError, match=r"manifest .*f is not a regular file: rebuild"):
+        load_manifest(tmp_path / "f")
 
 
 def test_hidden_files_and_other_names_are_not_manifests(tmp_path: Path) -> None:
