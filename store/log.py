@@ -26,7 +26,7 @@ from typing import Any, BinaryIO, Self
 
 import msgspec
 import numpy as np
-from nodwyn_retrieval.errors import BadInput, FormatError, NotFound
+from nodwyn_retrieval.errors import BadInput, FormatError, NotFound, StoreError
 from nodwyn_retrieval.store.atomic import store_error, write_atomic
 
 __all__ = [
@@ -211,6 +211,8 @@ def read_log(path: Path, start_offset: int = 0, *, after_seq: int = 0) -> LogRea
         raise NotFound(f"no log at {path}: it is a directory") from None
     except OSError as exc:
         raise store_error("reading", path, exc) from exc
+    except MemoryError:
+        raise StoreError(f"{path} is too large to read: past what this process can hold") from None
     if before != b"\n":
         raise FormatError(
             f"{path} has no line break before offset {start_offset}: "
@@ -383,6 +385,9 @@ class LogWriter:
         except OSError as exc:
             self._file.close()
             raise store_error("reading", self.path, exc) from exc
+        except MemoryError:  # its numbering is read from the whole file
+            self._file.close()
+            raise StoreError(f"{self.path} is too large to read to continue it") from None
         self._next_seq = last_seq + 1
         self._torn = False
         """Whether a failed append left part of its line at the end of the file."""

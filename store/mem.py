@@ -165,6 +165,26 @@ def mem_path(log_path: Path) -> Path:
 # -- a log as a search sees it -------------------------------------------------------------------
 
 
+def _read_after(path: Path, fd: int, start: int, size: int) -> bytes:
+    """The log's bytes from ``start`` to ``size``, whole: one read returns at most about 2 GiB,
+    so what it left is read after it (a log cut meanwhile ends it early, as a torn tail does). A
+    part too large to hold is a :class:`StoreError` saying so, not a ``MemoryError``."""
+    parts: list[bytes] = []
+    at = start
+    try:
+        while at < size:
+            got = os.pread(fd, size - at, at)
+            if not got:
+                break
+            parts.append(got)
+            at += len(got)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    except MemoryError:
+        raise StoreError(
+            f"{path} is too large to read: {size - start:,} bytes past what its index covers"
+        ) from None
+
+
 @dataclass(slots=True)
 class LogView:
     """One log at the moment of one search: its ``.mem`` (checked, rebuilt or extended) and the
@@ -277,7 +297,7 @@ class LogView:
         if mem is None or st.st_size != start or not self._unchanged:
             f = self._log()
             st = os.fstat(f.fileno())
-            data = os.pread(f.fileno(), st.st_size - start, start) if st.st_size > start else b""
+            data = _read_after(self.path, f.fileno(), start, st.st_size)
             events, _end, skipped = self.reader.parse(data, start, after, mem)
         new_cov, k = covered_end(events, start)
         if k:
