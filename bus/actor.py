@@ -4,8 +4,9 @@ The failure rules are coded once, here, so no actor has to remember them:
 
 * An exception raised while handling an ``ask`` goes back to the asker; the actor keeps running.
 * An exception raised while handling a ``tell`` has no one to go back to: it is logged (logger
-  ``"bus"``), the actor's :meth:`Actor.on_failure` hook runs, and the actor is restarted (a fresh
-  :meth:`Actor.on_start`, the same :class:`ActorRef`) or stopped, as declared at spawn. Past
+  ``"nodwyn_retrieval.bus"``, beneath the library's own), the actor's :meth:`Actor.on_failure`
+  hook runs, and the actor is restarted (a fresh :meth:`Actor.on_start`, the same
+  :class:`ActorRef`) or stopped, as declared at spawn. Past
   ``max_restarts`` restarts within ``restart_window`` seconds it is stopped.
 * An exception in :meth:`Actor.on_start` is handled like a failing ``tell``, except that it is never
   restarted: a start that fails once will fail again.
@@ -31,7 +32,7 @@ R = TypeVar("R")
 
 __all__ = ["Actor", "ActorRef", "ActorSystem", "RestartPolicy"]
 
-logger = logging.getLogger("bus")
+logger = logging.getLogger("nodwyn_retrieval.bus")
 
 RestartPolicy = Literal["restart", "stop"]
 """What happens to an actor after a failing ``tell``: restart it, or stop it."""

@@ -201,7 +201,7 @@ async def test_an_error_in_an_ask_goes_back_to_the_asker() -> None:
 async def test_a_failing_tell_is_logged_and_runs_on_failure(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="bus")
+    caplog.set_level(logging.ERROR, logger="nodwyn_retrieval")
     actor = Recorder()
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="worker")
@@ -210,7 +210,7 @@ async def test_a_failing_tell_is_logged_and_runs_on_failure(
     assert [str(exc) for exc in actor.failures] == ["broken"]
     failed = [r for r in caplog.records if r.getMessage() == "actor 'worker' failed handling Fail"]
     assert len(failed) == 1
-    assert failed[0].name == "bus"
+    assert failed[0].name == "nodwyn_retrieval.bus"  # beneath the library's one logger
     assert failed[0].exc_info is not None
 
 
@@ -241,7 +241,7 @@ async def test_a_failing_tell_restarts_the_actor_when_declared() -> None:
 async def test_an_actor_failing_past_its_restart_budget_stops(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="bus")
+    caplog.set_level(logging.ERROR, logger="nodwyn_retrieval")
     actor = Recorder()
     async with ActorSystem() as system:
         ref = system.spawn(
