@@ -344,8 +344,11 @@ async def test_a_snapshot_that_cannot_be_written_is_said_and_the_index_still_ans
     tmp_path: Path,
 ) -> None:
     tree = Tree(tmp_path, files(8))
-    tree.snap.mkdir()  # a directory where the snapshot goes: no file can replace it
     async with tree.session() as actor:
+        await found(actor, WORDS[5])  # the session's loading (no snapshot yet) is done
+        # A directory where the snapshot goes, made after the loading (which would have taken
+        # it for damage and removed it): no file can replace it.
+        tree.snap.mkdir()
         done = await index(actor, tree.stat(*tree.all()))
         hits = await found(actor, WORDS[5])
         saved = await actor.handle(SaveSnapshot(None))

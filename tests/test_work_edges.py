@@ -328,17 +328,20 @@ def test_a_missing_snapshot_is_none_and_not_dropped(
     assert not caplog.records
 
 
-def test_a_snapshot_that_cannot_be_read_is_said_and_left_in_place(
+def test_a_snapshot_that_is_a_directory_or_a_fifo_is_dropped_and_cleared(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / "t.snap"
-    path.mkdir()  # something that cannot be read as a file
-    with caplog.at_level(logging.INFO, logger="nodwyn_retrieval.actors.indexer"):
-        assert read_snapshot(path) == (None, False)
-    assert path.is_dir()
-    assert any(
-        "cannot read" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records
-    )
+    """Only the library writes a snapshot, and always as a file: anything else at its path is
+    damage, dropped (said rebuilt) and removed so the next write is made; a FIFO is never
+    waited on."""
+    for path, make in ((tmp_path / "t.snap", Path.mkdir), (tmp_path / "f.snap", os.mkfifo)):
+        make(path)
+        with caplog.at_level(logging.INFO, logger="nodwyn_retrieval.actors.indexer"):
+            assert read_snapshot(path) == (None, True)
+        assert not path.exists()
+        assert any(
+            "dropped" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records
+        )
 
 
 @pytest.mark.parametrize(
