@@ -169,4 +169,6 @@ async def test_a_fifo_among_the_git_directorys_own_files_does_not_stall_every_se
             out = await asyncio.wait_for(engine.index_search("inside wombat", "repo"), 120)
             took = time.monotonic() - start
             assert {h["path"] for h in out.hits} == {"app.py"}, out.text
-            assert took < 5, took
+            # git waits 10 s on a FIFO before its timeout: under that, with room for a loaded
+            # machine (the hits above already fail when git's listing stalled)
+            assert took < 9, took
