@@ -22,7 +22,7 @@ from nodwyn_retrieval.retrieval.words import weighted_query
 if TYPE_CHECKING:
     from nodwyn_retrieval.actors.indexer import IndexerActor
 
-__all__ = ["search_in"]
+__all__ = ["redacted_lines", "search_in"]
 
 
 async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> TreeSearched:
@@ -52,7 +52,7 @@ async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> Tree
                     (), actor.tree.n_docs, len(actor.tree.files), h.path, decision.reason
                 )
             data = await read_file(tree, h.path)
-            cache[h.path] = None if data is None else await asyncio.to_thread(_redacted, data)
+            cache[h.path] = None if data is None else await asyncio.to_thread(redacted_lines, data)
         lines = cache[h.path]
         chunk = None if lines is None else lines[h.start - 1 : h.end]
         if not chunk:
@@ -76,7 +76,7 @@ async def search_in(actor: IndexerActor, msg: SearchTree, tree: Beneath) -> Tree
     )  # fmt: skip
 
 
-def _redacted(data: bytes) -> list[str]:
+def redacted_lines(data: bytes) -> list[str]:
     """The lines of a file's bytes, redacted as the indexer redacts the file: whole. A credential
     over several lines (a private key, a YAML block, a Secret whose ``kind`` follows its data)
     is seen whole, though a chunk holds only its end: redacting the chunk alone showed those

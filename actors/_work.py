@@ -26,7 +26,6 @@ from nodwyn_retrieval.errors import DeadlineExceeded, FormatError, StoreError
 from nodwyn_retrieval.guard.beneath import Beneath, LinkRefused, RootRef
 from nodwyn_retrieval.guard.redact import redact
 from nodwyn_retrieval.retrieval.analyze import FileRecord, analyze
-from nodwyn_retrieval.retrieval.chunks import split_lines
 from nodwyn_retrieval.retrieval.tree import Pairs, TreeSegment, pairs_of
 from nodwyn_retrieval.store.atomic import clear_in_way, read_stored
 from nodwyn_retrieval.store.chunkstore import ChunkStore
@@ -44,7 +43,6 @@ __all__ = [
     "analyze_blob",
     "analyze_packed",
     "analyze_read",
-    "chunk_lines",
     "cpu_seconds",
     "is_binary",
     "load_factor",
@@ -393,17 +391,6 @@ def load_factor() -> float:
     except OSError:  # pragma: no cover - no load average on this system
         return 1.0
     return min(_LOAD_FACTOR_MAX, max(1.0, load / cpu_count()))
-
-
-def chunk_lines(data: bytes, start: int, end: int) -> list[str]:
-    """Lines start to end (1-based, inclusive) of a file's bytes, as split_lines cuts them.
-
-    Only the bytes up to the chunk's end are split: a result near the top of a 1 MiB file does
-    not cost a split of the whole file.
-    """
-    parts = data.split(b"\n", end)
-    text = b"\n".join(parts[start - 1 : end]).decode("utf-8", "replace")
-    return split_lines(text)[: end - start + 1] if start <= len(parts) else []
 
 
 # -- the snapshot's file, which the indexer writes ------------------------------------------------

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nodwyn_retrieval.actors._results import redacted_lines
 from nodwyn_retrieval.actors._work import (
     BINARY_SNIFF,
     SNAPSHOT_MAGIC,
@@ -26,7 +27,6 @@ from nodwyn_retrieval.actors._work import (
     analyze_batch,
     analyze_blob,
     analyze_packed,
-    chunk_lines,
     cpu_seconds,
     load_factor,
     load_snapshot,
@@ -192,6 +192,12 @@ def test_a_stored_record_that_no_longer_decodes_is_made_again_and_put_back(
 
 
 # -- a chunk's lines -------------------------------------------------------------------------------
+
+
+def chunk_lines(data: bytes, start: int, end: int) -> list[str]:
+    """A search's lines start to end (1-based, inclusive) of a file: cut from the file redacted
+    whole (actors/_results.py)."""
+    return redacted_lines(data)[start - 1 : end]
 
 
 def test_a_chunks_lines_are_its_lines_one_based_and_inclusive() -> None:
