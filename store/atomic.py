@@ -28,6 +28,7 @@ __all__ = [
     "clear_in_way",
     "file_lock",
     "open_stored",
+    "open_without_waiting",
     "read_stored",
     "store_error",
     "write_atomic",
@@ -59,6 +60,21 @@ def store_error(action: str, path: Path | str, exc: OSError) -> StoreError:
     return StoreError(f"{reason} {action} {path}")
 
 
+def open_without_waiting(path: Path | str, *, follow: bool = True) -> tuple[int, int]:
+    """A descriptor of path opened for reading, and its mode, without waiting on what is no
+    file: a FIFO or a device's ``open`` (or its first read) may wait for ever, so it is opened
+    without blocking, and the caller decides what a mode other than a regular file's means.
+    Unless follow, not through a link in its last component. Raises what ``os.open`` and
+    ``os.fstat`` raise (the descriptor then closed)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
+    try:
+        return fd, os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def open_stored(path: Path | str, what: str) -> int:
     """A stored file opened for reading (a descriptor), without waiting on what is no file.
 
@@ -68,17 +84,12 @@ def open_stored(path: Path | str, what: str) -> int:
     naming ``what`` ("manifest"), so its reader rebuilds it. FileNotFoundError when there is
     none; StoreError when it cannot be opened (a permission)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd, mode = open_without_waiting(path)
     except FileNotFoundError:
         raise
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR):
             raise FormatError(f"{what} {path} is not a file ({exc.strerror}): rebuild") from None
-        raise store_error("reading", path, exc) from exc
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as exc:
-        os.close(fd)
         raise store_error("reading", path, exc) from exc
     if not stat.S_ISREG(mode):
         os.close(fd)

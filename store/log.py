@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, Self
 import msgspec
 import numpy as np
 from nodwyn_retrieval.errors import BadInput, FormatError, NotFound, StoreError
-from nodwyn_retrieval.store.atomic import store_error, write_atomic
+from nodwyn_retrieval.store.atomic import open_without_waiting, store_error, write_atomic
 
 __all__ = [
     "COMMON_FIELDS",
@@ -78,11 +78,11 @@ def _now() -> datetime:
 def open_log(path: Path | str) -> BinaryIO:
     """A log opened for reading without waiting on what is not a file: a FIFO or a device put
     where the log was would block its ``open`` (or its reads) for ever, so it is opened without
-    blocking and refused as :class:`errors.NotFound` ("it is not a regular file"). A directory
-    raises ``IsADirectoryError`` as ``open`` does; a missing file ``FileNotFoundError``."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    blocking (:func:`store.atomic.open_without_waiting`) and refused as :class:`errors.NotFound`
+    ("it is not a regular file"). A directory raises ``IsADirectoryError`` as ``open`` does; a
+    missing file ``FileNotFoundError``."""
+    fd, mode = open_without_waiting(path)
     try:
-        mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(mode):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import platformdirs
 from nodwyn_retrieval.errors import BadInput
+from nodwyn_retrieval.store.atomic import open_without_waiting
 
 __all__ = [
     "APP_NAME",
@@ -327,13 +328,12 @@ def _read_small(path: str, limit: int = 8192, *, follow: bool = False) -> str | 
     """The first limit bytes of the regular file at path, as text; None when it is not one (a
     FIFO is opened without waiting) or cannot be read. Unless follow, never through a link in
     its name: a .git file or a git directory's gitdir/commondir."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, flags)
+        fd, mode = open_without_waiting(path, follow=follow)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(mode):
             return None
         return os.read(fd, limit).decode("utf-8", "replace")
     except OSError:
